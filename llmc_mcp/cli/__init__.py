@@ -1,0 +1,1 @@
+"""The ``llmc-mcp`` command."""

@@ -1,0 +1,126 @@
+"""``llmc-mcp``: serve, write stubs, inspect justifications, run the demo.
+
+Nothing here writes to stdout while serving: over stdio, stdout is the
+protocol. Logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from llmc_mcp import __version__
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmc-mcp",
+        description="MCP server for geospatial raster work (rasterio, pyproj) by agents that write code.",
+        epilog="Run 'llmc-mcp demo' to watch a scripted session; 'llmc-mcp serve' for hosts.",
+    )
+    parser.add_argument("--version", action="version", version=f"llmc-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="Run the MCP server (stdio by default).")
+    serve.add_argument(
+        "--mode", choices=("code", "classic"), default=None,
+        help="code (default): 00_INIT, read_stubs, execute_code. classic: one tool per operation. "
+        "Env: LLMC_MCP_MODE.",
+    )
+    serve.add_argument("--workspace", type=Path, default=None,
+                       help="Directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                       help="stdio (default) or streamable HTTP.")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1).")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000).")
+    serve.add_argument("--log-level", choices=_LOG_LEVELS, default="WARNING", type=str.upper,
+                       help="Log level on stderr (default WARNING).")
+    _add_limit_flags(serve)
+
+    stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
+    stubs.add_argument("--out", type=Path, required=True, help="Directory to write the stubs into.")
+
+    report = commands.add_parser("justifications", help="List the stored justifications of a workspace.")
+    report.add_argument("--workspace", type=Path, default=None, help="Workspace (default: current dir).")
+    report.add_argument("--json", action="store_true", help="Print JSON records instead of a summary.")
+    return parser
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exec-timeout", type=float, default=None, metavar="SECONDS",
+                        help="Wall-time limit of one execute_code call (default 30). Env: LLMC_MCP_EXEC_TIMEOUT.")
+    parser.add_argument("--memory-mb", type=int, default=None, metavar="MIB",
+                        help="Memory limit of a code-mode worker (default 2048). Env: LLMC_MCP_MEMORY_MB.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "stubs":
+        return _stubs(args)
+    if args.command == "justifications":
+        return _justifications(args)
+    parser.print_help()
+    return 0
+
+
+def _settings(args: argparse.Namespace):
+    from pydantic import ValidationError
+
+    from llmc_mcp.config import Settings
+
+    try:
+        return Settings.from_env(
+            mode=getattr(args, "mode", None),
+            workspace=getattr(args, "workspace", None),
+            exec_timeout=getattr(args, "exec_timeout", None),
+            memory_mb=getattr(args, "memory_mb", None),
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SystemExit(f"llmc-mcp: invalid settings: {problems}") from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from llmc_mcp.server.app import build_server
+
+    server = build_server(_settings(args))
+    if args.transport == "http":
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run()
+    return 0
+
+
+def _stubs(args: argparse.Namespace) -> int:
+    from llmc_mcp.stubs.render import write_stubs
+
+    written = write_stubs(args.out)
+    print(f"wrote {len(written)} stub files to {args.out}")
+    return 0
+
+
+def _justifications(args: argparse.Namespace) -> int:
+    from llmc_mcp.reflection.store import JustificationStore
+    from llmc_mcp.workspace import Workspace
+
+    workspace = Workspace(args.workspace or Path.cwd())
+    records = list(JustificationStore(workspace.preflight_dir).records())
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in records], indent=1))
+        return 0
+    if not records:
+        print(f"no justifications in {workspace.preflight_dir}")
+    for r in records:
+        print(f"{r.created_at}  {r.domain:<16} {json.dumps(r.prompt_args)[:60]:<60} "
+              f"{r.justification.confidence:<6} {r.operation}")
+    return 0

@@ -1,0 +1,77 @@
+"""Errors a caller can act on.
+
+Every error that crosses a face (classic tool, execute_code, CLI) is an
+`LlmcError`: it names what went wrong and, where there is one, the fix. Faces
+render `to_dict()`; nothing else about an exception is shown to the agent, so
+library internals (GDAL messages with absolute paths, tracebacks) never leak
+by accident.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LlmcError(Exception):
+    """Base class: a message that says what went wrong and a fix that says what to do."""
+
+    kind = "error"
+
+    def __init__(self, message: str, *, fix: str | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.details = details or {}
+
+    def __str__(self) -> str:
+        return f"{self.message} Fix: {self.fix}" if self.fix else self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, "message": self.message}
+        if self.fix:
+            out["fix"] = self.fix
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class InvalidArgument(LlmcError):
+    """An argument has the wrong type, an unknown value, or conflicts with another."""
+
+    kind = "invalid_argument"
+
+
+class PathRefused(LlmcError):
+    """A path argument is not a plain relative name inside the workspace."""
+
+    kind = "path_refused"
+
+
+class NotFound(LlmcError):
+    """An input file, prompt or record does not exist."""
+
+    kind = "not_found"
+
+
+class RasterError(LlmcError):
+    """GDAL could not read or write a raster; the message says which file and why."""
+
+    kind = "raster_error"
+
+
+class CrsError(LlmcError):
+    """A CRS definition could not be understood by PROJ."""
+
+    kind = "crs_error"
+
+
+class JustificationInvalid(LlmcError):
+    """A justification failed validation; `details["errors"]` lists field-level problems."""
+
+    kind = "justification_invalid"
+
+
+class StoreError(LlmcError):
+    """The justification store could not be written (full disk, read-only, permissions)."""
+
+    kind = "store_error"

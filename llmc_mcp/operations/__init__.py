@@ -1,0 +1,28 @@
+"""The operation catalog. Add an operation here and every face (classic tools, stubs,
+sandbox bindings) picks it up; nothing else needs editing."""
+
+from __future__ import annotations
+
+from llmc_mcp.errors import NotFound
+from llmc_mcp.operations import crs, raster
+from llmc_mcp.operations.catalog import Operation, OperationContext
+
+CATALOG: tuple[Operation, ...] = (raster.info, raster.stats, raster.reproject, raster.convert, crs.info)
+
+NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))
+
+
+def get_operation(qualname: str) -> Operation:
+    for op in CATALOG:
+        if op.qualname == qualname:
+            return op
+    raise NotFound(
+        f"No operation named {qualname!r}.", fix=f"Known: {', '.join(o.qualname for o in CATALOG)}."
+    )
+
+
+def namespace_operations(namespace: str) -> tuple[Operation, ...]:
+    return tuple(op for op in CATALOG if op.namespace == namespace)
+
+
+__all__ = ["CATALOG", "NAMESPACES", "Operation", "OperationContext", "get_operation", "namespace_operations"]

@@ -1,0 +1,192 @@
+"""Result models and closed vocabularies of the raster and CRS operations.
+
+These models are part of the public contract: the faces render them as JSON
+and the stubs show their fields to agents, so every field carries a
+description and holds plain data only (no rasterio or pyproj objects). Floats
+that can be NaN (nodata, statistics of float rasters) serialize as the
+string ``"NaN"`` rather than breaking strict JSON parsers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Resampling = Literal[
+    "nearest",
+    "bilinear",
+    "cubic",
+    "cubic_spline",
+    "lanczos",
+    "average",
+    "mode",
+    "min",
+    "max",
+    "med",
+    "q1",
+    "q3",
+    "sum",
+    "rms",
+]
+"""GDAL's warp resampling methods. ``gauss`` is absent on purpose: GDAL only offers it for overviews."""
+
+OverviewResampling = Literal[
+    "nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "gauss", "rms"
+]
+"""GDAL's overview resampling methods (min/max/med/q1/q3/sum exist only for warping)."""
+
+Compression = Literal[
+    "NONE", "DEFLATE", "LZW", "ZSTD", "PACKBITS", "JPEG", "WEBP", "LERC", "LERC_DEFLATE", "LERC_ZSTD"
+]
+"""GeoTIFF/COG compressions. JPEG, WEBP and LERC* can change pixel values."""
+
+CrsKind = Literal[
+    "geographic", "projected", "compound", "geocentric", "vertical", "engineering", "bound", "other"
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="strings", frozen=True)
+
+
+class CrsRef(_Model):
+    """A raster's CRS, short: enough to compare and to pass on as ``dst_crs``."""
+
+    epsg: int | None = Field(description="EPSG code when the CRS is exactly an EPSG definition, else null.")
+    name: str = Field(description="Human-readable CRS name, e.g. 'WGS 84 / UTM zone 18N'.")
+    wkt: str | None = Field(None, description="WKT2 definition; only filled when asked for (include_wkt).")
+
+
+class Bounds(_Model):
+    """An axis-aligned extent in the units of the raster's CRS."""
+
+    left: float = Field(description="Minimum x (west edge).")
+    bottom: float = Field(description="Minimum y (south edge).")
+    right: float = Field(description="Maximum x (east edge).")
+    top: float = Field(description="Maximum y (north edge).")
+
+
+class RasterInfo(_Model):
+    """What a raster file is: grid, georeferencing, layout, encoding and metadata."""
+
+    path: str = Field(description="Workspace-relative file name.")
+    driver: str = Field(description="GDAL driver that read the file, e.g. 'GTiff'.")
+    width: int = Field(description="Number of columns (pixels).")
+    height: int = Field(description="Number of rows (pixels).")
+    count: int = Field(description="Number of bands.")
+    dtypes: list[str] = Field(description="Data type of each band, e.g. 'uint8', 'float32'.")
+    crs: CrsRef | None = Field(description="Coordinate reference system, or null when the file has none.")
+    transform: tuple[float, float, float, float, float, float] = Field(
+        description="Affine geotransform (a, b, c, d, e, f): x = a*col + b*row + c, y = d*col + e*row + f. "
+        "b and d are non-zero for rotated or sheared grids."
+    )
+    bounds: Bounds = Field(
+        description="Extent covered by the pixels in CRS units (rotated grids: the envelope of the corners)."
+    )
+    res: tuple[float, float] = Field(description="Pixel size (x, y) in CRS units, both positive.")
+    nodata: list[float | None] = Field(
+        description="Nodata value of each band (NaN possible), null when unset."
+    )
+    mask_flags: list[list[str]] = Field(
+        description="GDAL mask flags of each band: 'all_valid', 'per_dataset' (an internal/external mask), "
+        "'alpha' (validity from an alpha band), 'nodata'."
+    )
+    block_shapes: list[tuple[int, int]] = Field(description="Internal block (rows, cols) of each band.")
+    compression: str | None = Field(description="Compression as GDAL reports it, e.g. 'DEFLATE', or null.")
+    interleave: str | None = Field(description="'PIXEL' or 'BAND' layout of multi-band data, when known.")
+    overviews: list[list[int]] = Field(
+        description="Overview decimation factors of each band, e.g. [2, 4, 8]."
+    )
+    descriptions: list[str | None] = Field(description="Band descriptions (names), null when unset.")
+    colorinterp: list[str] = Field(
+        description="Colour interpretation of each band, e.g. 'red', 'gray', 'alpha'."
+    )
+    tags: dict[str, str] = Field(
+        description="Dataset metadata (default domain), at most 50 keys with values cut at 500 characters."
+    )
+    tags_truncated: bool = Field(description="True when keys were dropped or values cut from tags.")
+    file_size_bytes: int = Field(description="Size of the main file in bytes (sidecar files not counted).")
+
+
+class Histogram(_Model):
+    """Counts of valid pixels in equal-width bins over [min, max]; the last bin includes max."""
+
+    edges: list[float] = Field(description="Bin edges, one more than the counts.")
+    counts: list[int] = Field(description="Valid pixels in each bin.")
+
+
+class BandStats(_Model):
+    """Statistics of one band's valid pixels (nodata, masked and non-finite pixels excluded)."""
+
+    band: int = Field(description="Band number, 1-based.")
+    min: float | None = Field(description="Smallest valid value, null when there is none.")
+    max: float | None = Field(description="Largest valid value, null when there is none.")
+    mean: float | None = Field(description="Mean of valid values, null when there is none.")
+    std: float | None = Field(description="Population standard deviation of valid values (ddof=0).")
+    valid_count: int = Field(description="Pixels counted as data.")
+    nodata_count: int = Field(description="Pixels excluded: nodata value, mask/alpha, NaN or ±Inf.")
+    percentiles: dict[str, float] = Field(
+        description="Requested percentiles keyed like 'p50' or 'p2.5' (linear interpolation between "
+        "order statistics, as numpy.percentile); empty when there is no valid pixel."
+    )
+    histogram: Histogram | None = Field(None, description="Present when histogram_bins was given.")
+
+
+class RasterStats(_Model):
+    """Per-band statistics of a raster and how they were computed."""
+
+    path: str = Field(description="Workspace-relative file name.")
+    bands: list[BandStats] = Field(description="One entry per requested band, in request order.")
+    approx: bool = Field(description="True when computed from decimated pixels, not every pixel.")
+    method: str = Field(description="How pixels were read and how percentiles were derived.")
+
+
+class Ellipsoid(_Model):
+    name: str = Field(description="Ellipsoid name, e.g. 'WGS 84'.")
+    semi_major_m: float = Field(description="Semi-major axis in metres.")
+    inverse_flattening: float = Field(description="Inverse flattening (0 for a sphere).")
+
+
+class AreaOfUse(_Model):
+    name: str = Field(description="Where the CRS is meant to be used.")
+    west: float = Field(description="Western limit, degrees longitude.")
+    south: float = Field(description="Southern limit, degrees latitude.")
+    east: float = Field(
+        description="Eastern limit, degrees longitude (may be < west across the antimeridian)."
+    )
+    north: float = Field(description="Northern limit, degrees latitude.")
+
+
+class Axis(_Model):
+    name: str = Field(description="Axis name, e.g. 'Geodetic latitude', 'Easting'.")
+    abbreviation: str = Field(description="Short name, e.g. 'Lat', 'E'.")
+    direction: str = Field(description="'north', 'east', 'up', ...")
+    unit: str = Field(description="Unit name, e.g. 'degree', 'metre'.")
+
+
+class CrsInfo(_Model):
+    """Facts about a CRS an agent needs before choosing it for an analysis."""
+
+    name: str = Field(description="CRS name.")
+    kind: CrsKind = Field(description="Type of CRS.")
+    units: str | None = Field(description="Unit of the first horizontal axis, e.g. 'metre', 'degree'.")
+    axes: list[Axis] = Field(
+        description="Axes in the definition's order (EPSG:4326 is latitude first; GeoTIFFs still use x=lon)."
+    )
+    datum: str | None = Field(description="Geodetic datum (or datum ensemble) name.")
+    ellipsoid: Ellipsoid | None = Field(description="Reference ellipsoid, when the CRS has one.")
+    epsg: int | None = Field(description="EPSG code when the definition is exactly an EPSG CRS.")
+    authority: str | None = Field(description="'AUTHORITY:CODE' (EPSG, ESRI, OGC, ...) of an exact match.")
+    area_of_use: AreaOfUse | None = Field(
+        description="Area the CRS is valid for; null for custom definitions."
+    )
+    projection_method: str | None = Field(
+        description="Map projection method, e.g. 'Transverse Mercator'; null for unprojected CRSs."
+    )
+    preserves: list[str] = Field(
+        description="What the projection keeps undistorted, as known from its method: 'area' (equal-area), "
+        "'conformal' (local shapes and angles), 'equidistant ...' (distances along some lines), "
+        "'direction from centre'. Empty for unprojected CRSs and compromise/unknown projections."
+    )
+    wkt: str | None = Field(None, description="WKT2 definition; only filled when asked for (include_wkt).")

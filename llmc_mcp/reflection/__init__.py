@@ -1,0 +1,1 @@
+"""The reflection gate: specs, prompts, justification schema, store and the gate itself."""

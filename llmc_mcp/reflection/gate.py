@@ -1,0 +1,159 @@
+"""The gate: one function every face uses before a consequential operation runs.
+
+:meth:`Gate.check` turns an operation's validated arguments into decisions,
+looks each up in the store under its own key, and returns a hint for every
+miss. :meth:`Gate.require` raises :class:`ReflectionRequired` carrying all
+missing hints at once, so an agent fixes everything in one round trip.
+
+:meth:`Gate.persist` accepts a justification only for a hash this gate issued:
+the record's decision args come from the issued hint, not from the caller, so
+a justification is always tied to a real decision that was actually asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.reflection.schema import validate_justification
+from llmc_mcp.reflection.specs import Decision
+from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
+
+if TYPE_CHECKING:
+    from llmc_mcp.operations.catalog import Operation
+
+ISSUED_LIMIT = 10_000
+"""How many issued-but-unpersisted hints are remembered; the oldest are forgotten first."""
+
+
+class Hint(BaseModel):
+    """What an agent needs to justify one decision: machine-readable, with the prompt inline."""
+
+    domain: str
+    prompt: str
+    prompt_args: dict[str, Any]
+    hash: str = Field(description="The cache key; pass it back to persist.")
+    prompt_text: str
+    operation: str
+
+
+class PersistResult(BaseModel):
+    persisted: bool = True
+    hash: str
+    domain: str
+    operation: str
+    prompt: str
+
+
+class ReflectionRequired(LlmcError):
+    """Raised when a decision has no valid justification yet; carries every missing hint."""
+
+    kind = "reflection_required"
+
+    def __init__(self, hints: list[Hint], next_action: str):
+        domains = ", ".join(h.domain for h in hints)
+        super().__init__(f"Justification required before {hints[0].operation}: {domains}.", fix=next_action)
+        self.hints = hints
+        self.next_action = next_action
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "message": self.message,
+            "reflection_required": [h.model_dump() for h in self.hints],
+            "next_action": self.next_action,
+        }
+
+
+def cache_key(domain: str, prompt_hash: str, args: Mapping[str, Any]) -> str:
+    """sha256 over the domain, the prompt template's hash and the normalized args as stable JSON."""
+    material = json.dumps(
+        {"domain": domain, "prompt_hash": prompt_hash, "args": dict(args)},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return "sha256:" + hashlib.sha256(material.encode()).hexdigest()
+
+
+class Gate:
+    """Decides whether an operation may run and accepts justifications for what it asked."""
+
+    def __init__(self, store: JustificationStore, prompts: PromptLibrary, *, next_action: str):
+        self.store = store
+        self.prompts = prompts
+        self.next_action = next_action
+        self._issued: OrderedDict[str, tuple[Hint, Decision]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def key(self, decision: Decision) -> str:
+        return cache_key(decision.domain, self.prompts.get(decision.prompt).hash, decision.args)
+
+    def check(self, op: Operation, args: Mapping[str, Any]) -> list[Hint]:
+        """Hints for every decision of ``op`` that has no valid justification (empty: may run)."""
+        hints = []
+        for decision in op.decisions(args):
+            key = self.key(decision)
+            if self.store.get(decision.domain, key) is not None:
+                continue
+            template = self.prompts.get(decision.prompt)
+            hint = Hint(
+                domain=decision.domain,
+                prompt=decision.prompt,
+                prompt_args=decision.args,
+                hash=key,
+                prompt_text=template.render(decision.args),
+                operation=op.qualname,
+            )
+            self._remember(hint, decision)
+            hints.append(hint)
+        return hints
+
+    def require(self, op: Operation, args: Mapping[str, Any]) -> None:
+        hints = self.check(op, args)
+        if hints:
+            raise ReflectionRequired(hints, self.next_action)
+
+    def persist(self, hash: object, domain: object, justification: object) -> PersistResult:
+        key, domain = check_key(hash), check_domain(domain)
+        with self._lock:
+            issued = self._issued.get(key)
+        if issued is None:
+            raise NotFound(
+                f"The hash {key} was not issued by this server (or it has expired).",
+                fix="Run the operation again to receive a fresh hint, then persist with its hash.",
+            )
+        hint, decision = issued
+        if hint.domain != domain:
+            raise InvalidArgument(
+                f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
+                fix=f"Persist it with domain={hint.domain!r}.",
+            )
+        valid = validate_justification(justification, decision)
+        self.store.put(
+            Record(
+                key=key,
+                domain=domain,
+                operation=hint.operation,
+                prompt=hint.prompt,
+                prompt_args=decision.args,
+                prompt_hash=self.prompts.get(hint.prompt).hash,
+                justification=valid,
+            )
+        )
+        return PersistResult(hash=key, domain=domain, operation=hint.operation, prompt=hint.prompt)
+
+    def _remember(self, hint: Hint, decision: Decision) -> None:
+        with self._lock:
+            self._issued[hint.hash] = (hint, decision)
+            self._issued.move_to_end(hint.hash)
+            while len(self._issued) > ISSUED_LIMIT:
+                self._issued.popitem(last=False)

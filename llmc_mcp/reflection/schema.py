@@ -1,0 +1,92 @@
+"""The justification an agent must give, and how it is checked against the decision it justifies.
+
+The schema alone is not enough: a well-formed justification for ``nearest``
+must not unlock ``cubic``. :func:`validate_justification` therefore also checks
+that ``choice.method`` names the value being justified (normalized per domain)
+and that the chosen method is not also listed as a rejected alternative.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmc_mcp.errors import CrsError, JustificationInvalid
+from llmc_mcp.reflection.specs import Decision, normalize_subject
+
+MAX_JUSTIFICATION_CHARS = 16_000
+"""Serialized size cap: long enough for real reasoning, short enough to keep records cheap."""
+
+
+
+class Alternative(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    method: str = Field(min_length=1, max_length=300, description="An option that was considered.")
+    why_not: str = Field(min_length=3, max_length=4000, description="Why it was rejected for this task.")
+
+
+class Choice(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    method: str = Field(min_length=1, max_length=20_000, description="The value being justified.")
+    rationale: str = Field(min_length=3, max_length=4000, description="Why it fits what must be preserved.")
+    tradeoffs: str = Field(min_length=3, max_length=4000, description="What is knowingly given up.")
+
+
+class Justification(BaseModel):
+    """A methodological justification for one consequential choice."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    intent: str = Field(min_length=3, max_length=4000, description="What the result is for and what must hold.")
+    alternatives: list[Alternative] = Field(min_length=1, max_length=10)
+    choice: Choice
+    confidence: Literal["low", "medium", "high"]
+
+
+def validate_justification(payload: Any, decision: Decision) -> Justification:
+    """Validate shape, size and the tie to ``decision``; field-level errors go back to the agent."""
+    try:
+        size = len(json.dumps(payload, default=str))
+    except (TypeError, ValueError):
+        size = MAX_JUSTIFICATION_CHARS + 1
+    if size > MAX_JUSTIFICATION_CHARS:
+        _fail([f"justification: {size} characters serialized, the limit is {MAX_JUSTIFICATION_CHARS}"])
+    try:
+        justification = Justification.model_validate(payload)
+    except ValidationError as exc:
+        _fail(
+            [
+                f"{'.'.join(str(p) for p in err['loc']) or 'justification'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            ]
+        )
+    expected = decision.args[decision.subject]
+    try:
+        given = normalize_subject(decision.domain, justification.choice.method)
+    except CrsError:
+        given = justification.choice.method
+    if given != expected:
+        _fail([f"choice.method: {justification.choice.method!r} is not the value being justified ({expected!r})"])
+    rejected = {_safe_normalize(decision.domain, alt.method) for alt in justification.alternatives}
+    if expected in rejected:
+        _fail(["alternatives: the chosen method is also listed as a rejected alternative"])
+    return justification
+
+
+def _safe_normalize(domain: str, value: str) -> str:
+    try:
+        return normalize_subject(domain, value)
+    except CrsError:
+        return value
+
+
+def _fail(errors: list[str]) -> None:
+    raise JustificationInvalid(
+        "The justification is not valid: " + "; ".join(errors),
+        fix="Correct the listed fields and persist again; the prompt_text of the hint shows the JSON shape.",
+        details={"errors": errors},
+    )

@@ -1,0 +1,220 @@
+"""The justification store: one authenticated JSON record per cache key, written atomically.
+
+Layout: ``<workspace>/.preflight/justifications/<domain>/<64 hex>.json``. The
+domain comes from a fixed set and the file name from a key that must match
+``sha256:<64 hex>``, so nothing a caller passes becomes a path component
+unchecked, and names are portable (no ``:``).
+
+Each record carries an HMAC-SHA256 of its own content, keyed with a secret
+that only the server process reads (``.preflight/secret.key``, mode 0600). A
+record that fails to parse, to validate or to authenticate is a miss and a log
+line, never a crash: a hand-edited, truncated or forged file cannot unlock the
+gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from llmc_mcp.errors import InvalidArgument, StoreError
+from llmc_mcp.reflection.schema import Justification
+from llmc_mcp.reflection.specs import DOMAINS
+
+log = logging.getLogger(__name__)
+
+KEY_PATTERN = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+_RECORD_VERSION = 1
+
+
+class Record(BaseModel):
+    """What the store keeps for one key; ``digest`` authenticates everything else."""
+
+    version: int = _RECORD_VERSION
+    key: str
+    domain: str
+    operation: str
+    prompt: str
+    prompt_args: dict[str, Any]
+    prompt_hash: str
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    justification: Justification
+    digest: str = ""
+
+    def payload(self) -> bytes:
+        """The canonical bytes the digest covers: stable JSON of every field but the digest."""
+        data = self.model_dump(mode="json", exclude={"digest"})
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+        raise InvalidArgument(
+            f"{str(key)[:80]!r} is not a justification hash.",
+            fix="Pass the 'hash' of a reflection hint exactly as given: 'sha256:' and 64 hex digits.",
+        )
+    return key
+
+
+def check_domain(domain: object) -> str:
+    if not isinstance(domain, str) or domain not in DOMAINS:
+        raise InvalidArgument(
+            f"{str(domain)[:80]!r} is not a reflection domain.",
+            fix=f"Pass the 'domain' of the hint; domains are: {', '.join(sorted(DOMAINS))}.",
+        )
+    return domain
+
+
+class JustificationStore:
+    """Authenticated, atomically written justification records under ``<root>/justifications``."""
+
+    def __init__(self, root: Path, *, secret: bytes | None = None):
+        self.root = root
+        self.records_dir = root / "justifications"
+        self._secret = secret
+
+    def path_for(self, domain: str, key: str) -> Path:
+        return self.records_dir / check_domain(domain) / f"{check_key(key).removeprefix('sha256:')}.json"
+
+    def get(self, domain: str, key: str) -> Record | None:
+        """The verified record for ``key``, or None (missing, unreadable, forged or stale)."""
+        path = self.path_for(domain, key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("justification %s unreadable: %s", path.name, exc)
+            return None
+        return self._verify(raw, domain, key, path)
+
+    def put(self, record: Record) -> Record:
+        """Sign and write a record atomically: temp file, fsync, rename, fsync the directory."""
+        signed = record.model_copy(update={"digest": self._sign(record)})
+        path = self.path_for(signed.domain, signed.key)
+        data = json.dumps(signed.model_dump(mode="json"), indent=1, ensure_ascii=False).encode()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(path, data)
+        except OSError as exc:
+            raise StoreError(
+                f"Could not write the justification store ({_os_reason(exc)}).",
+                fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
+            ) from None
+        return signed
+
+    def records(self) -> Iterator[Record]:
+        """Every verified record, for reports; bad files are skipped and logged."""
+        if not self.records_dir.is_dir():
+            return
+        for domain in sorted(DOMAINS):
+            folder = self.records_dir / domain
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.json")):
+                key = "sha256:" + path.stem
+                if not KEY_PATTERN.match(key):
+                    continue
+                with contextlib.suppress(OSError):
+                    record = self._verify(path.read_bytes(), domain, key, path)
+                    if record is not None:
+                        yield record
+
+    def _verify(self, raw: bytes, domain: str, key: str, path: Path) -> Record | None:
+        try:
+            record = Record.model_validate_json(raw)
+        except ValidationError as exc:
+            log.warning("justification %s/%s is not a valid record: %s", domain, path.name, exc.error_count())
+            return None
+        if record.key != key or record.domain != domain:
+            log.warning("justification %s/%s is filed under the wrong key", domain, path.name)
+            return None
+        if not hmac.compare_digest(record.digest, self._sign(record)):
+            log.warning("justification %s/%s failed authentication; ignored", domain, path.name)
+            return None
+        return record
+
+    def _sign(self, record: Record) -> str:
+        mac = hmac.new(self._key(), record.payload(), hashlib.sha256).hexdigest()
+        return f"hmac-sha256:{mac}"
+
+    def _key(self) -> bytes:
+        if self._secret is None:
+            self._secret = _load_or_create_secret(self.root / "secret.key")
+        return self._secret
+
+
+def _load_or_create_secret(path: Path) -> bytes:
+    """Read the key, or create it so that concurrent creators agree on one complete key.
+
+    The new key is written in full to a temp file and then hard-linked into
+    place: ``link`` fails if the name exists, so a reader never sees a partial
+    key and two creators never end up with different ones.
+    """
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot read the store key ({_os_reason(exc)}).", fix="Check <workspace>/.preflight permissions."
+        ) from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".secret.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(32))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        return path.read_bytes()
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot create the store key ({_os_reason(exc)}).", fix="Make <workspace>/.preflight writable."
+        ) from None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "the store is read-only or not writable"
+    return exc.strerror or type(exc).__name__

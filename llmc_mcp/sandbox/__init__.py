@@ -1,0 +1,1 @@
+"""The sandbox: RestrictedPython policy, per-session worker processes, limits."""

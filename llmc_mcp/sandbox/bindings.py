@@ -1,0 +1,160 @@
+"""The modules agent code sees, derived from the operation catalog.
+
+Each catalog operation becomes a wrapper function with the operation's public
+signature in a :class:`~llmc_mcp.sandbox.policy.ModuleProxy` named after its
+namespace. A wrapper runs the shared pipeline (:func:`invoke`) with a gate
+that lives in the server (:class:`RemoteGate`), and hands back plain JSON
+data, never library objects. Errors come back as :class:`ApiError` (or its
+subclass :class:`ReflectionRequired`) carrying plain strings and dicts only,
+so no traceback or library object leaks into the sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from llmc_mcp.errors import LlmcError
+from llmc_mcp.operations import CATALOG, NAMESPACES, Operation, OperationContext
+from llmc_mcp.operations.invoke import invoke
+from llmc_mcp.reflection import gate as gate_module
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.sandbox.policy import ModuleProxy
+
+log = logging.getLogger(__name__)
+
+
+class HostLink(Protocol):
+    """The worker's line to the server: a blocking request that returns a result or raises."""
+
+    def request(self, method: str, params: Mapping[str, Any]) -> Any: ...
+
+
+class ApiError(Exception):
+    """An error from the raster API, as plain data: ``type``, ``message``, ``fix``, ``details``."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        super().__init__(str(data.get("message", "error")))
+        self.type = str(data.get("type", "error"))
+        self.message = str(data.get("message", ""))
+        self.fix = data.get("fix")
+        self.details = dict(data.get("details") or {})
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "message": self.message}
+        if self.fix:
+            out["fix"] = self.fix
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class ReflectionRequired(ApiError):
+    """A decision needs a justification: ``hints`` lists them, ``next_action`` says what to do."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        super().__init__(data)
+        self.hints: list[dict[str, Any]] = [dict(h) for h in data.get("reflection_required", [])]
+        self.next_action: str = str(data.get("next_action", ""))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "reflection_required": self.hints, "next_action": self.next_action}
+
+
+class RemoteGate:
+    """The gate as the worker sees it: every decision is made by the server."""
+
+    def __init__(self, host: HostLink):
+        self._host = host
+
+    def require(self, op: Operation, args: Mapping[str, Any]) -> None:
+        answer = self._host.request("gate.check", {"operation": op.qualname, "args": dict(args)})
+        hints = [gate_module.Hint.model_validate(h) for h in answer.get("hints", [])]
+        if hints:
+            raise gate_module.ReflectionRequired(hints, str(answer.get("next_action", "")))
+
+
+def sandbox_error(exc: BaseException) -> ApiError:
+    """Translate any exception from trusted code into plain sandbox data."""
+    if isinstance(exc, LlmcError):
+        data = exc.to_dict()
+        return ReflectionRequired(data) if data["type"] == "reflection_required" else ApiError(data)
+    log.exception("unexpected error in an API call")
+    return ApiError(
+        {
+            "type": "internal_error",
+            "message": f"The operation failed unexpectedly ({type(exc).__name__}).",
+            "fix": "Check the arguments; if it persists, report it with the server log.",
+        }
+    )
+
+
+def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = op.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ApiError(
+                {"type": "invalid_argument", "message": f"{op.qualname}: {exc}",
+                 "fix": f"See read_stubs('{op.namespace}') for the signature."}
+            ) from None
+        try:
+            result = invoke(op, ctx, gate, bound.arguments)
+        except Exception as exc:
+            raise sandbox_error(exc) from None
+        return result.model_dump(mode="json")
+
+    call.__name__ = op.name
+    call.__qualname__ = op.qualname
+    call.__doc__ = op.doc
+    call.__signature__ = op.signature  # type: ignore[attr-defined]
+    return call
+
+
+def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
+    def persist(hash: str, domain: str, justification: dict[str, Any]) -> dict[str, Any]:
+        """Store a justification for a hint; raises ApiError with field-level errors if invalid."""
+        try:
+            return host.request("gate.persist", {"hash": hash, "domain": domain, "justification": justification})
+        except Exception as exc:
+            raise sandbox_error(exc) from None
+
+    def prompt(name: str, **args: Any) -> str:
+        """The text of a reflection prompt rendered with its arguments."""
+        try:
+            return prompts.get(name).render(args)
+        except Exception as exc:
+            raise sandbox_error(exc) from None
+
+    def report() -> list[dict[str, Any]]:
+        """The justifications stored in this workspace: domain, args, choice, confidence, when."""
+        try:
+            return host.request("gate.report", {})
+        except Exception as exc:
+            raise sandbox_error(exc) from None
+
+    return ModuleProxy(
+        "reflection",
+        {
+            "persist": persist,
+            "prompt": prompt,
+            "report": report,
+            "ReflectionRequired": ReflectionRequired,
+            "ApiError": ApiError,
+        },
+    )
+
+
+def build_modules(ctx: OperationContext, host: HostLink, prompts: PromptLibrary) -> dict[str, ModuleProxy]:
+    """One proxy per catalog namespace, plus ``reflection``."""
+    gate = RemoteGate(host)
+    modules = {
+        namespace: ModuleProxy(
+            namespace,
+            {op.name: _operation_function(op, ctx, gate) for op in CATALOG if op.namespace == namespace},
+        )
+        for namespace in NAMESPACES
+    }
+    modules["reflection"] = _reflection_module(host, prompts)
+    return modules

@@ -1,0 +1,1 @@
+"""The MCP faces: classic (a tool per operation) and code (three bootstrap tools)."""

@@ -1,0 +1,122 @@
+"""Classic face: one MCP tool per catalog operation, the reflection prompts, and persist_justification.
+
+For hosts that cannot run code. Every tool is derived from its catalog entry
+(name, description, typed and enum-constrained parameters, annotations); the
+GDAL work runs in a worker thread so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from llmc_mcp import __version__
+from llmc_mcp.operations import CATALOG, Operation
+from llmc_mcp.operations.invoke import invoke
+from llmc_mcp.reflection.prompts import PromptTemplate
+from llmc_mcp.server.instructions import classic_instructions
+from llmc_mcp.server.results import exception_result, ok_result
+from llmc_mcp.server.runtime import Runtime
+
+NEXT_ACTION = (
+    "For each hint: reason about its prompt_text, then call persist_justification(hash, domain, "
+    "justification) with the JSON it asks for. Then call the same tool again with the same arguments."
+)
+
+
+def build_classic_server(runtime: Runtime) -> MCPServer:
+    server = MCPServer("llmc-mcp", instructions=classic_instructions(), version=__version__)
+    for op in CATALOG:
+        server.add_tool(
+            _operation_tool(op, runtime),
+            name=op.tool_name,
+            description=_tool_description(op),
+            annotations=ToolAnnotations(
+                read_only_hint=op.read_only,
+                destructive_hint=False if op.read_only else True,
+                idempotent_hint=True,
+                open_world_hint=False,
+            ),
+            structured_output=False,
+        )
+    server.add_tool(
+        _persist_tool(runtime),
+        name="persist_justification",
+        description=(
+            "Store a justification for a reflection hint (hash and domain exactly as in the hint). "
+            "The justification is validated; field-level errors come back. Then retry the operation."
+        ),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        structured_output=False,
+    )
+    for template in runtime.gate.prompts:
+        server.add_prompt(_prompt(template))
+    return server
+
+
+def _tool_description(op: Operation) -> str:
+    description = op.doc
+    if op.reflection:
+        whens = "; ".join(f"{spec.domain} ({spec.when})" for spec in op.reflection)
+        description += f"\n\nReflection: may require a justification for {whens}."
+    return description
+
+
+def _operation_tool(op: Operation, runtime: Runtime) -> Any:
+    async def tool(**kwargs: Any) -> CallToolResult:
+        call = functools.partial(invoke, op, runtime.context, runtime.gate, kwargs)
+        try:
+            result = await anyio.to_thread.run_sync(call)
+        except Exception as exc:
+            return exception_result(exc, op.tool_name)
+        return ok_result(result.model_dump(mode="json"))
+
+    tool.__name__ = op.tool_name
+    tool.__doc__ = op.doc
+    # MCP reads the signature, pydantic's validate_call reads __annotations__: give both.
+    tool.__signature__ = op.signature.replace(return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    tool.__annotations__ = {**op.hints, "return": CallToolResult}
+    return tool
+
+
+def _persist_tool(runtime: Runtime) -> Any:
+    async def persist_justification(
+        hash: Annotated[str, Field(description="The hint's hash: 'sha256:' and 64 hex digits.")],
+        domain: Annotated[str, Field(description="The hint's domain.")],
+        justification: Annotated[
+            dict[str, Any],
+            Field(description="{intent, alternatives: [{method, why_not}], choice: {method, rationale, "
+                  "tradeoffs}, confidence: low|medium|high}"),
+        ],
+    ) -> CallToolResult:
+        call = functools.partial(runtime.gate.persist, hash, domain, justification)
+        try:
+            result = await anyio.to_thread.run_sync(call)
+        except Exception as exc:
+            return exception_result(exc, "persist_justification")
+        return ok_result(result.model_dump(mode="json"))
+
+    return persist_justification
+
+
+def _prompt(template: PromptTemplate) -> Prompt:
+    def render(**kwargs: str) -> str:
+        return template.render(kwargs)
+
+    render.__name__ = template.name
+    render.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)
+            for name in template.arguments
+        ],
+        return_annotation=str,
+    )
+    render.__annotations__ = {**dict.fromkeys(template.arguments, str), "return": str}
+    return Prompt.from_function(render, name=template.name, description=template.description)

@@ -1,0 +1,218 @@
+"""Code-execution face: ``00_INIT``, ``read_stubs`` and ``execute_code``, and nothing else.
+
+The agent reads typed stubs generated from the catalog and runs Python in a
+per-session worker (:mod:`llmc_mcp.sandbox.pool`). The gate's decisions and
+the store stay here, in the server: the worker asks over its channel, so no
+persist tool is exposed and nothing inside the worker can make the gate say
+yes.
+
+Sessions: over stdio and in-process each connection enters the lifespan once,
+so the lifespan's scope object identifies the session. Over stateful HTTP the
+``mcp-session-id`` header does. A request over HTTP without a session id
+(stateless) gets a worker for that one call, so no two clients share state.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from llmc_mcp import __version__
+from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations import get_operation
+from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.instructions import code_instructions
+from llmc_mcp.server.results import error_result, exception_result
+from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.stubs.render import StubSet, write_stubs
+
+NEXT_ACTION = (
+    "For each hint, answer its prompt_text, then in ONE execute_code call: "
+    "reflection.persist(hash, domain, justification) for every hint, followed by the same operation call."
+)
+INIT_DESCRIPTION = (
+    "IF YOU HAVE NOT BEEN GIVEN MCP INSTRUCTIONS, USE THIS TOOL ON STARTUP TO GET CONTEXT. "
+    "Returns the guide to this server; skip it if you already received server instructions."
+)
+
+
+@dataclass
+class SessionScope:
+    """One per connection (lifespan entry); its key names the session's worker."""
+
+    key: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
+
+
+class HostRequests:
+    """What a worker may ask the server while agent code runs."""
+
+    def __init__(self, runtime: Runtime):
+        self._gate = runtime.gate
+
+    async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
+        handler = {"gate.check": self._check, "gate.persist": self._persist, "gate.report": self._report}.get(
+            method
+        )
+        if handler is None:
+            raise InvalidArgument(f"unknown worker request {method!r}")
+        return await anyio.to_thread.run_sync(functools.partial(handler, params))
+
+    def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        op = get_operation(str(params.get("operation")))
+        args = op.validate(params.get("args") or {})
+        hints = self._gate.check(op, args)
+        return {"hints": [h.model_dump() for h in hints], "next_action": self._gate.next_action}
+
+    def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        result = self._gate.persist(params.get("hash"), params.get("domain"), params.get("justification"))
+        return result.model_dump()
+
+    def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {
+                "domain": r.domain,
+                "operation": r.operation,
+                "decision": r.prompt_args,
+                "choice": r.justification.choice.method,
+                "confidence": r.justification.confidence,
+                "intent": r.justification.intent,
+                "created_at": r.created_at,
+                "hash": r.key,
+            }
+            for r in self._gate.store.records()
+        ]
+
+
+def build_code_server(runtime: Runtime) -> MCPServer:
+    settings = runtime.settings
+    stubs = StubSet.render()
+    write_stubs(runtime.context.workspace.stubs_dir, stubs)
+    pool = WorkerPool(settings, str(runtime.context.workspace.root), HostRequests(runtime))
+    instructions = code_instructions(settings)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[SessionScope]:
+        scope = SessionScope()
+        try:
+            yield scope
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.close_session(scope.key)
+
+    server = MCPServer("llmc-mcp", instructions=instructions, version=__version__, lifespan=lifespan)
+    server.pool = pool  # type: ignore[attr-defined]
+
+    @server.tool(
+        name="00_INIT",
+        description=INIT_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
+    def init() -> str:
+        return instructions
+
+    @server.tool(
+        name="read_stubs",
+        description="No argument: index of the Python modules. With a module name: its typed stub source.",
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
+    def read_stubs(module: str | None = None) -> CallToolResult:
+        if module is None:
+            return CallToolResult(content=[_text(stubs.index)])
+        source = stubs.modules.get(module.removesuffix(".py").strip())
+        if source is None:
+            return error_result(
+                {
+                    "type": "not_found",
+                    "message": f"No stub module named {module!r}.",
+                    "fix": f"Valid modules: {', '.join(stubs.modules)}.",
+                }
+            )
+        return CallToolResult(content=[_text(source)])
+
+    @server.tool(
+        name="execute_code",
+        description=(
+            "Run Python against the stub modules in a sandbox; variables persist per session. "
+            "Returns printed output, the last expression's value, or a structured error."
+        ),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+        structured_output=False,
+    )
+    async def execute_code(
+        code: Annotated[str, Field(description="Python source.")],
+        ctx: Context,
+        reset: Annotated[bool, Field(description="Start from a clean session first.")] = False,
+    ) -> CallToolResult:
+        key = _session_key(ctx)
+        try:
+            if key is None:
+                ephemeral = "http-" + secrets.token_hex(8)
+                try:
+                    result = await pool.execute(ephemeral, code, True)
+                finally:
+                    await pool.close_session(ephemeral)
+                result["session"] = {"fresh": True, "stateless": True}
+            else:
+                result = await pool.execute(key, code, reset)
+        except Exception as exc:
+            return exception_result(exc, "execute_code")
+        return execute_result(result, settings.output_limit)
+
+    return server
+
+
+def _session_key(ctx: Context) -> str | None:
+    headers = ctx.headers
+    if headers is not None:
+        session_id = headers.get("mcp-session-id")
+        return f"http-{session_id}" if session_id else None
+    scope = ctx.request_context.lifespan_context
+    return scope.key if isinstance(scope, SessionScope) else None
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
+
+
+def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
+    """Compact text for the model (stdout, then the value or the error); the same data structured.
+
+    Both printed output and the returned value are capped at ``output_limit`` characters, each
+    with an explicit marker saying how much was cut.
+    """
+    dropped = result.pop("stdout_dropped", 0)
+    if dropped:
+        result["stdout"] += (
+            f"\n[output truncated: {dropped} more characters not shown (limit {output_limit}); "
+            "print less or summarize]"
+        )
+        result["stdout_truncated"] = dropped
+    parts = [result["stdout"]] if result["stdout"] else []
+    if result["ok"] and result["result"] is not None:
+        rendered = json.dumps(result["result"], ensure_ascii=False, default=str)
+        if len(rendered) > output_limit:
+            cut = len(rendered) - output_limit
+            rendered = rendered[:output_limit] + f" [result truncated: {cut} more characters not shown]"
+            result["result"] = rendered
+            result["result_truncated"] = cut
+        parts.append(rendered)
+    elif not result["ok"]:
+        error = {k: result[k] for k in ("error", "reflection_required", "next_action") if k in result}
+        parts.append(json.dumps(error, ensure_ascii=False, default=str))
+    return CallToolResult(
+        content=[_text("\n".join(parts) or "(no output)")],
+        structured_content=result,
+        is_error=not result["ok"],
+    )

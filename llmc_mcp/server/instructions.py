@@ -1,0 +1,51 @@
+"""The bootstrap text of each mode, built from the catalog so it describes exactly what runs.
+
+Classic mode lists its tools; code mode lists only its modules and the three
+bootstrap tools, so its size does not grow with the catalog (the agent reads
+the stubs on demand).
+"""
+
+from __future__ import annotations
+
+from llmc_mcp.config import Settings
+from llmc_mcp.operations import CATALOG, NAMESPACES
+
+_PATHS = (
+    "Paths are relative names inside the server's workspace ('data/in.tif'); absolute paths, '..', "
+    "URLs and GDAL virtual file systems are refused."
+)
+
+
+def classic_instructions() -> str:
+    tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG)
+    return (
+        "llmc-mcp (classic mode): raster inspection, statistics, reprojection and conversion "
+        "(rasterio/GDAL, pyproj), one tool per operation:\n"
+        f"{tools}\n"
+        "- persist_justification: store a justification a tool asked for.\n\n"
+        "Reflection: consequential choices (target CRS, resampling, lossy compression) need a "
+        "justification first. The tool then returns isError with JSON: reflection_required (a list of "
+        "hints with domain, hash and prompt_text) and next_action. Answer each prompt_text, call "
+        "persist_justification(hash, domain, justification), then repeat the call. Justifications are "
+        "cached: the same decision is not asked twice. The prompts are also MCP prompts.\n\n" + _PATHS
+    )
+
+
+def code_instructions(settings: Settings) -> str:
+    modules = ", ".join((*NAMESPACES, "reflection"))
+    return f"""llmc-mcp (code mode): raster work (rasterio/GDAL, pyproj) by writing Python.
+Tools: read_stubs() lists modules; read_stubs(module) shows its typed API. execute_code(code) runs \
+Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
+Print summaries, keep data in variables. The last expression's value is returned.
+Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
+datetime. No files or network except through the API.
+Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
+reflection.ReflectionRequired; execute_code returns its hints (domain, hash, prompt_text). Answer each \
+prompt_text, then in one call:
+  reflection.persist(hash, domain, {{"intent": ..., "alternatives": [{{"method": ..., "why_not": ...}}], \
+"choice": {{"method": ..., "rationale": ..., "tradeoffs": ...}}, "confidence": "medium"}})
+  raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")
+Justifications are cached; the same decision is not asked again.
+{_PATHS}
+Limits per call: {settings.exec_timeout:g} s wall time (then the session's variables are reset), \
+{settings.memory_mb} MiB memory, {settings.output_limit} characters of output."""

@@ -1,0 +1,32 @@
+"""What both faces share for one workspace: the operation context, the store and the gate."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from llmc_mcp.config import Settings
+from llmc_mcp.operations import OperationContext
+from llmc_mcp.operations.gdal_env import disable_network
+from llmc_mcp.reflection.gate import Gate
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.reflection.store import JustificationStore
+from llmc_mcp.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    context: OperationContext
+    gate: Gate
+
+    @classmethod
+    def create(cls, settings: Settings, *, next_action: str, prompts: PromptLibrary | None = None) -> Runtime:
+        disable_network()
+        workspace = Workspace(settings.workspace)
+        store = JustificationStore(workspace.preflight_dir)
+        gate = Gate(store, prompts or PromptLibrary.default(), next_action=next_action)
+        log.info("workspace %s, mode %s", workspace.root, settings.mode)
+        return cls(settings, OperationContext(workspace, settings.num_threads), gate)

@@ -1,0 +1,1 @@
+"""Code-mode stubs: typed Python API text generated from the operation catalog."""

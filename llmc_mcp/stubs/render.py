@@ -1,0 +1,178 @@
+"""Render the code-mode stubs from the operation catalog through ``stubs_templates/``.
+
+A stub module per namespace: its ``Literal`` aliases, a ``TypedDict`` per
+result model (nested models first), and a typed function per operation whose
+docstring carries the operation's own text, its parameters' descriptions and
+the reflection domains it can ask for. Because stubs, classic tools and
+sandbox bindings all come from :data:`~llmc_mcp.operations.CATALOG`, they
+cannot drift; ``tests`` prove the stub signatures equal the runtime ones.
+"""
+
+from __future__ import annotations
+
+import inspect
+import string
+import textwrap
+import types
+import typing
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+
+from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS
+from llmc_mcp.reflection.specs import DOMAINS
+from llmc_mcp.sandbox.policy import STDLIB_MODULES
+
+REFLECTION_FUNCTIONS = ("persist", "prompt", "report")
+
+
+def _template(name: str) -> string.Template:
+    return string.Template((resources.files("llmc_mcp.stubs_templates") / name).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class StubSet:
+    """Rendered stub sources by module name, and the index shown by ``read_stubs()``."""
+
+    modules: dict[str, str]
+    index: str
+
+    @classmethod
+    def render(cls) -> StubSet:
+        modules = {namespace: _render_namespace(namespace) for namespace in NAMESPACES}
+        modules["reflection"] = _render_reflection()
+        lines = [
+            f"- {namespace}: {', '.join(op.name for op in CATALOG if op.namespace == namespace)}"
+            for namespace in NAMESPACES
+        ]
+        lines.append(f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}, ReflectionRequired, ApiError")
+        index = _template("index.md.tmpl").substitute(lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES))
+        return cls(modules, index.strip())
+
+
+def write_stubs(directory: Path, stubs: StubSet | None = None) -> list[Path]:
+    """Write ``<module>.py`` files and ``INDEX.md``; returns the paths written."""
+    stubs = stubs or StubSet.render()
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, source in {**{f"{m}.py": s for m, s in stubs.modules.items()}, "INDEX.md": stubs.index}.items():
+        path = directory / name
+        path.write_text(source + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+class _Renderer:
+    """Turns annotations into stub source, collecting the aliases and TypedDicts they need."""
+
+    def __init__(self, namespace_ops: list[Operation]):
+        self.aliases: dict[str, str] = {}
+        self.typed_dicts: dict[str, str] = {}
+        self._alias_names = self._find_aliases(namespace_ops)
+
+    @staticmethod
+    def _find_aliases(ops: list[Operation]) -> dict[Any, str]:
+        names: dict[Any, str] = {}
+        for op in ops:
+            for name, value in vars(inspect.getmodule(op.func)).items():
+                if get_origin(value) is Literal and name[:1].isupper():
+                    names.setdefault(value, name)
+        return names
+
+    def annotation(self, tp: Any) -> str:
+        origin, args = get_origin(tp), get_args(tp)
+        if origin is typing.Annotated:
+            return self.annotation(args[0])
+        if tp is type(None) or tp is None:
+            return "None"
+        if tp is Any:
+            return "Any"
+        if origin is Literal:
+            text = f"Literal[{', '.join(repr(a) for a in args)}]"
+            alias = self._alias_names.get(tp)
+            if alias is None:
+                return text
+            self.aliases[alias] = f"{alias} = {text}"
+            return alias
+        if origin in (typing.Union, types.UnionType):
+            return " | ".join(self.annotation(a) for a in args)
+        if origin is not None:
+            inner = ", ".join(self.annotation(a) for a in args)
+            return f"{origin.__name__}[{inner}]"
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return self.typed_dict(tp)
+        if isinstance(tp, type):
+            return tp.__name__
+        return repr(tp)
+
+    def typed_dict(self, model: type[BaseModel]) -> str:
+        name = model.__name__
+        if name in self.typed_dicts:
+            return name
+        self.typed_dicts[name] = ""  # placeholder: reserves the name against recursion
+        fields = []
+        for field_name, info in model.model_fields.items():
+            line = f"    {field_name}: {self.annotation(info.annotation)}"
+            if info.description:
+                line += f"  # {info.description}"
+            fields.append(line)
+        doc = inspect.cleandoc(model.__doc__) if model.__doc__ else ""
+        head = f'class {name}(TypedDict):\n    """{doc}"""\n\n' if doc else f"class {name}(TypedDict):\n"
+        self.typed_dicts.pop(name)
+        self.typed_dicts[name] = head + ("\n".join(fields) or "    pass")
+        return name
+
+
+def _render_namespace(namespace: str) -> str:
+    ops = [op for op in CATALOG if op.namespace == namespace]
+    renderer = _Renderer(ops)
+    functions = [_render_function(op, renderer) for op in ops]
+    return _template("module.py.tmpl").substitute(
+        namespace=namespace,
+        summary="; ".join(f"{op.name}: {op.summary.rstrip('.')}" for op in ops) + ".",
+        aliases="\n".join(renderer.aliases.values()) + "\n" if renderer.aliases else "",
+        results="\n\n\n".join(renderer.typed_dicts.values()) + "\n\n" if renderer.typed_dicts else "",
+        functions="\n\n".join(functions),
+    ).rstrip() + "\n"
+
+
+def _render_function(op: Operation, renderer: _Renderer) -> str:
+    params = []
+    described = []
+    for name, param in op.signature.parameters.items():
+        text = f"{name}: {renderer.annotation(op.hints[name])}"
+        if param.default is not inspect.Parameter.empty:
+            text += f" = {param.default!r}"
+        params.append(text)
+        description = op.parameter_description(name)
+        if description:
+            described.append(f"{name}: {description}")
+    doc = op.doc
+    if described:
+        doc += "\n\nArgs:\n" + "\n".join(textwrap.indent(d, "    ") for d in described)
+    if op.reflection:
+        doc += "\n\nReflection (may raise reflection.ReflectionRequired):\n" + "\n".join(
+            f"    {spec.domain}: {spec.when}" for spec in op.reflection
+        )
+    return _template("function.py.tmpl").substitute(
+        name=op.name,
+        parameters=", ".join(params),
+        returns=renderer.annotation(op.result),
+        doc=textwrap.indent(doc, "    ").lstrip(),
+    )
+
+
+def _render_reflection() -> str:
+    prompts = PromptLibrary.default()
+    example = prompts.get("justify_resampling_method")
+    return _template("reflection.py.tmpl").substitute(
+        domains=", ".join(sorted(DOMAINS)),
+        max_chars=MAX_JUSTIFICATION_CHARS,
+        example_prompt=example.name,
+        example_args=", ".join(f'{a}="bilinear"' for a in example.arguments),
+    ).rstrip() + "\n"

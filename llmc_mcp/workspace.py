@@ -1,0 +1,123 @@
+"""The workspace: the one directory every path argument must resolve inside.
+
+Paths reach us from a model that may be confused or manipulated, so the policy
+is an allowlist, checked on the string before any I/O and again on the
+resolved path: a plain relative name made of portable components. Anything
+GDAL would interpret rather than open (``/vsicurl/``, ``WMS:``, ``MEM:::``,
+inline ``<VRTDataset>``), any ``..``, absolute path, NUL or colon is refused
+with a message that says what to pass instead.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import unicodedata
+from pathlib import Path, PurePosixPath
+
+from llmc_mcp.errors import NotFound, PathRefused
+
+RESERVED_DIRS = frozenset({".preflight", ".llmc"})
+"""Server-owned directories: the justification store and the generated stubs."""
+
+MAX_PATH_CHARS = 1024
+_FIX = "Pass a relative file name inside the workspace, such as 'data/input.tif'."
+
+
+class Workspace:
+    """A resolved root directory and the policy that confines paths to it."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        path = Path(root).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        self.root = path.resolve(strict=True)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    @property
+    def preflight_dir(self) -> Path:
+        return self.root / ".preflight"
+
+    @property
+    def stubs_dir(self) -> Path:
+        return self.root / ".llmc" / "stubs"
+
+    def relative(self, path: Path) -> str:
+        """The workspace-relative name of a resolved path, as shown to agents."""
+        return path.relative_to(self.root).as_posix()
+
+    def input_path(self, name: object, *, argument: str = "path") -> Path:
+        """Resolve an existing regular file to read."""
+        path = self._resolve(name, argument)
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            raise NotFound(
+                f"{argument}: '{name}' does not exist in the workspace.",
+                fix="Check the name; list what you have with raster.info on a known file or ask the user.",
+            ) from None
+        if not stat.S_ISREG(mode):
+            raise PathRefused(f"{argument}: '{name}' is not a regular file.", fix=_FIX)
+        return path
+
+    def output_path(self, name: object, *, argument: str = "dst") -> Path:
+        """Resolve a file to write; its parent directories are created inside the workspace."""
+        path = self._resolve(name, argument)
+        if path.exists() and not path.is_file():
+            raise PathRefused(f"{argument}: '{name}' exists and is not a regular file.", fix=_FIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # mkdir may have followed a symlinked directory created concurrently; check again.
+        if not path.parent.resolve().is_relative_to(self.root):
+            raise PathRefused(f"{argument}: '{name}' resolves outside the workspace.", fix=_FIX)
+        return path
+
+    def _resolve(self, name: object, argument: str) -> Path:
+        relative = check_relative_name(name, argument)
+        resolved = (self.root / relative).resolve(strict=False)
+        if not resolved.is_relative_to(self.root) or resolved == self.root:
+            raise PathRefused(
+                f"{argument}: '{name}' resolves outside the workspace (through a symlink?).", fix=_FIX
+            )
+        first = resolved.relative_to(self.root).parts[0]
+        if first in RESERVED_DIRS:
+            raise PathRefused(f"{argument}: '{first}/' is reserved for the server.", fix=_FIX)
+        return resolved
+
+
+def check_relative_name(name: object, argument: str = "path") -> PurePosixPath:
+    """Check a path string against the policy without touching the file system."""
+    if not isinstance(name, str):
+        raise PathRefused(f"{argument} must be a string, got {type(name).__name__}.", fix=_FIX)
+    if not name or not name.strip():
+        raise PathRefused(f"{argument} is empty.", fix=_FIX)
+    if len(name) > MAX_PATH_CHARS:
+        raise PathRefused(f"{argument} is longer than {MAX_PATH_CHARS} characters.", fix=_FIX)
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise PathRefused(f"{argument} contains a control character (NUL, newline...).", fix=_FIX)
+    if unicodedata.normalize("NFKC", name) != name:
+        raise PathRefused(
+            f"{argument}: '{name}' contains look-alike Unicode characters (not NFKC-normalized).", fix=_FIX
+        )
+    if name.lstrip().startswith("<"):
+        raise PathRefused(f"{argument}: inline XML or VRT documents are not accepted.", fix=_FIX)
+    if ":" in name:
+        raise PathRefused(
+            f"{argument}: '{name}' contains ':'; URLs, drive letters and GDAL connection strings "
+            "(WMS:, MEM:::, ...) are not accepted.",
+            fix=_FIX,
+        )
+    if "\\" in name:
+        raise PathRefused(f"{argument}: use '/' as the separator, not '\\'.", fix=_FIX)
+    if name.startswith(("/", "~")):
+        raise PathRefused(
+            f"{argument}: '{name}' is absolute or home-relative; GDAL virtual file systems "
+            "(/vsicurl/, /vsizip/, ...) and files outside the workspace are not accepted.",
+            fix=_FIX,
+        )
+    path = PurePosixPath(name)
+    if ".." in path.parts:
+        raise PathRefused(f"{argument}: '..' is not allowed in paths.", fix=_FIX)
+    if path.parts and path.parts[0] in RESERVED_DIRS:
+        raise PathRefused(f"{argument}: '{path.parts[0]}/' is reserved for the server.", fix=_FIX)
+    return path

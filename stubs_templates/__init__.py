@@ -1,0 +1,1 @@
+"""Templates the code-mode stubs are rendered through (installed as llmc_mcp.stubs_templates)."""

@@ -1,0 +1,61 @@
+"""Shared fixtures: real rasters copied into a temporary workspace, and settings for each mode."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llmc_mcp.config import Settings
+from llmc_mcp.operations import OperationContext
+from llmc_mcp.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+SHARED_FILES = (
+    "RGB.byte.tif",
+    "shade.tif",
+    "world.byte.tif",
+    "RGBA.uint16.tif",
+    "goes.tif",
+    "float_nan.tif",
+    "rotated.tif",
+    "corrupt.tif",
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace_dir(tmp_path: Path) -> Path:
+    """A workspace holding copies of the shared rasters (they are read-only inputs)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    for name in SHARED_FILES:
+        shutil.copy(DATA / name, root / name)
+    return root
+
+
+@pytest.fixture
+def workspace(workspace_dir: Path) -> Workspace:
+    return Workspace(workspace_dir)
+
+
+@pytest.fixture
+def ctx(workspace: Workspace) -> OperationContext:
+    return OperationContext(workspace, num_threads=2)
+
+
+@pytest.fixture
+def classic_settings(workspace_dir: Path) -> Settings:
+    return Settings(mode="classic", workspace=workspace_dir)
+
+
+@pytest.fixture
+def code_settings(workspace_dir: Path) -> Settings:
+    return Settings(mode="code", workspace=workspace_dir, exec_timeout=20, memory_mb=2048)

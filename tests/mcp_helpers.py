@@ -1,0 +1,45 @@
+"""Helpers for driving the server through real MCP clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+from mcp.types import CallToolResult
+
+JUSTIFICATION_TEMPLATE = {
+    "intent": "A map overlay in geographic coordinates for a web viewer.",
+    "alternatives": [{"method": "keep the source grid", "why_not": "The viewer needs the target grid."}],
+    "choice": {"method": "", "rationale": "It matches the viewer.", "tradeoffs": "Pixels are resampled."},
+    "confidence": "medium",
+}
+
+
+def justification_for(hint: dict[str, Any]) -> dict[str, Any]:
+    """A valid justification answering one hint (choice.method is the value asked about)."""
+    data = json.loads(json.dumps(JUSTIFICATION_TEMPLATE))
+    data["choice"]["method"] = next(iter(hint["prompt_args"].values()))
+    return data
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None, result.content
+    return result.structured_content
+
+
+def text(result: CallToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def stdio_params(workspace: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """The real ``llmc-mcp`` console script of this environment, as a subprocess."""
+    command = str(Path(sys.executable).parent / "llmc-mcp")
+    return StdioServerParameters(
+        command=command,
+        args=["serve", "--workspace", str(workspace), *args],
+        env={"PATH": os.environ.get("PATH", ""), **(env or {})},
+    )
