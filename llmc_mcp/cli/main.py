@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
     stubs.add_argument("--out", type=Path, required=True, help="Directory to write the stubs into.")
 
+    demo = commands.add_parser("demo", help="Watch a scripted host drive the server over stdio (no LLM needed).")
+    demo.add_argument("--mode", choices=("code", "classic"), default="code", help="Which face to drive.")
+    demo.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                      help="Use DIR as the workspace and keep it (default: a temporary directory).")
+    demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
+
     report = commands.add_parser("justifications", help="List the stored justifications of a workspace.")
     report.add_argument("--workspace", type=Path, default=None, help="Workspace (default: current dir).")
     report.add_argument("--json", action="store_true", help="Print JSON records instead of a summary.")
@@ -67,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return _stubs(args)
     if args.command == "justifications":
         return _justifications(args)
+    if args.command == "demo":
+        return _demo(args)
     parser.print_help()
     return 0
 
@@ -106,6 +114,19 @@ def _stubs(args: argparse.Namespace) -> int:
 
     written = write_stubs(args.out)
     print(f"wrote {len(written)} stub files to {args.out}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from llmc_mcp.cli.demo import print_transcript, run_demo
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    transcript = run_demo(args.mode, args.keep)
+    print_transcript(transcript, color=sys.stdout.isatty() and not args.plain)
+    failed = [s.title for s in transcript.steps if s.is_error and "miss" not in s.title]
+    if failed:
+        print(f"demo failed at: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

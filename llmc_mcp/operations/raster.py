@@ -104,7 +104,7 @@ def info(
 def _describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> RasterInfo:
     file = Path(ds.name)
     t = ds.transform
-    corners = [t * (col, row) for col, row in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
+    corners = [t @ (col, row) for col, row in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
     xs, ys = [c[0] for c in corners], [c[1] for c in corners]
     structure = ds.tags(ns="IMAGE_STRUCTURE")
     tags, truncated = _bounded_tags(ds.tags())
@@ -201,7 +201,7 @@ def stats(
         complex_bands = [b for b in indexes if np.dtype(ds.dtypes[b - 1]).kind == "c"]
         if complex_bands:
             raise InvalidArgument(
-                f"bands {complex_bands} of '{shown}' hold complex numbers, which have no order or percentiles.",
+                f"bands {complex_bands} of '{shown}' are complex-valued: they have no order or percentiles.",
                 fix="Summarise the other bands (pass bands=[...]).",
             )
         reads, how, approximate = _plan_reads(ds, approx)

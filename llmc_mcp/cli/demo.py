@@ -1,0 +1,212 @@
+"""``llmc-mcp demo``: a scripted host drives the real server over stdio and prints the transcript.
+
+No model is involved: the "agent" turns are fixed, written as a careful agent
+would write them, so a newcomer sees exactly what crosses the wire in each
+mode (tool calls, results, the reflection miss and its hints) and what each
+step costs in tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult
+
+from llmc_mcp.tokens import count_json_tokens, count_tokens
+
+SAMPLE = "RGB.byte.tif"
+OUTPUT = "rgb_4326.tif"
+JUSTIFICATIONS = {
+    "crs_datum": {
+        "intent": "Overlay a Landsat RGB scene on a web map whose layers are stored in WGS 84 lat/lon.",
+        "alternatives": [
+            {"method": "EPSG:3857", "why_not": "The other layers are in lat/lon; Web Mercator would need a "
+             "second reprojection on display."},
+            {"method": "keep EPSG:32618", "why_not": "The viewer cannot place UTM data next to lat/lon layers."},
+        ],
+        "choice": {"method": "EPSG:4326", "rationale": "Same CRS and datum (WGS 84) as every other layer.",
+                   "tradeoffs": "Degrees are not square on the ground at 35N; areas must not be measured on it."},
+        "confidence": "high",
+    },
+    "resampling": {
+        "intent": "Continuous reflectance imagery for viewing; smooth tones matter, exact values do not.",
+        "alternatives": [
+            {"method": "nearest", "why_not": "Stair-step artefacts along edges when the grid rotates."},
+            {"method": "cubic", "why_not": "Overshoots at sharp edges and costs more for no visible gain."},
+        ],
+        "choice": {"method": "bilinear", "rationale": "Smooth interpolation of continuous values.",
+                   "tradeoffs": "Slight smoothing; output values are new (interpolated) numbers."},
+        "confidence": "medium",
+    },
+}
+
+
+@dataclass
+class Step:
+    title: str
+    request: str
+    response: str
+    tokens: int
+    is_error: bool = False
+
+
+@dataclass
+class Transcript:
+    mode: str
+    steps: list[Step] = field(default_factory=list)
+    fixed_tokens: int = 0
+
+    def add(self, title: str, request: Any, result: CallToolResult) -> CallToolResult:
+        request_text = request if isinstance(request, str) else json.dumps(request, ensure_ascii=False)
+        response = "".join(getattr(block, "text", "") for block in result.content)
+        tokens = count_tokens(request_text) + count_tokens(response)
+        self.steps.append(Step(title, request_text, response, tokens, bool(result.is_error)))
+        return result
+
+
+def run_demo(mode: str, keep: Path | None) -> Transcript:
+    with _workspace(keep) as workspace:
+        transcript = anyio.run(_drive, mode, workspace)
+        if keep is None:
+            transcript.steps.append(Step("workspace", "", "(temporary; use --keep DIR to keep it)", 0))
+        else:
+            transcript.steps.append(Step("workspace kept", "", str(workspace), 0))
+        return transcript
+
+
+@contextmanager
+def _workspace(keep: Path | None) -> Iterator[Path]:
+    sample = resources.files("llmc_mcp.cli") / "sample" / SAMPLE
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        with resources.as_file(sample) as path:
+            shutil.copy(path, keep / SAMPLE)
+        yield keep.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="llmc-demo-") as tmp, resources.as_file(sample) as path:
+        shutil.copy(path, Path(tmp) / SAMPLE)
+        yield Path(tmp)
+
+
+async def _drive(mode: str, workspace: Path) -> Transcript:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)],
+    )
+    transcript = Transcript(mode)
+    async with Client(params) as client:
+        tools = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)
+        transcript.fixed_tokens = count_json_tokens(tools) + count_tokens(client.instructions or "")
+        if mode == "code":
+            await _code_story(client, transcript)
+        else:
+            await _classic_story(client, transcript)
+    if mode == "classic":
+        transcript.steps.append(_store_report(workspace))
+    return transcript
+
+
+def _store_report(workspace: Path) -> Step:
+    """Classic mode has no report tool: show what `llmc-mcp justifications` prints for the workspace."""
+    from llmc_mcp.reflection.store import JustificationStore
+    from llmc_mcp.workspace import Workspace
+
+    records = JustificationStore(Workspace(workspace).preflight_dir).records()
+    lines = [f"{r.domain}: {r.justification.choice.method} ({r.justification.confidence})" for r in records]
+    return Step("reflection report (llmc-mcp justifications)", "", "\n".join(lines), 0)
+
+
+async def _code_story(client: Client, t: Transcript) -> None:
+    t.add("00_INIT: the guide", "00_INIT()", await client.call_tool("00_INIT", {}))
+    t.add("read_stubs: the index", "read_stubs()", await client.call_tool("read_stubs", {}))
+    t.add("read_stubs: raster", "read_stubs('raster')", await client.call_tool("read_stubs", {"module": "raster"}))
+    inspect_code = (
+        f'info = raster.info("{SAMPLE}")\n'
+        'print(info["width"], "x", info["height"], info["count"], "bands", info["dtypes"][0], info["crs"]["name"])\n'
+        f'stats = raster.stats("{SAMPLE}", percentiles=[50])\n'
+        '[(b["band"], round(b["mean"], 1), b["percentiles"]["p50"]) for b in stats["bands"]]'
+    )
+    await _execute(client, t, "execute_code: inspect", inspect_code)
+    reproject = f'out = raster.reproject("{SAMPLE}", "{OUTPUT}", dst_crs="EPSG:4326", resampling="bilinear")'
+    miss = await _execute(client, t, "execute_code: reproject (gate miss)", reproject)
+    hints = (miss.structured_content or {}).get("reflection_required", [])
+    persist = "".join(
+        f'reflection.persist("{h["hash"]}", "{h["domain"]}", {JUSTIFICATIONS[h["domain"]]!r})\n' for h in hints
+    )
+    retry = persist + reproject + '\n{k: out[k] for k in ("width", "height", "crs", "res")}'
+    await _execute(client, t, "execute_code: persist + retry", retry)
+    await _execute(client, t, "execute_code: same call again (cached)", reproject + '\nout["crs"]["epsg"]')
+    await _execute(client, t, "execute_code: reflection report",
+                   '[(r["domain"], r["choice"], r["confidence"]) for r in reflection.report()]')
+
+
+async def _execute(client: Client, t: Transcript, title: str, code: str) -> CallToolResult:
+    return t.add(title, code, await client.call_tool("execute_code", {"code": code}))
+
+
+async def _classic_story(client: Client, t: Transcript) -> None:
+    t.add("raster_info", {"path": SAMPLE}, await client.call_tool("raster_info", {"path": SAMPLE}))
+    stats_args = {"path": SAMPLE, "percentiles": [50]}
+    t.add("raster_stats", stats_args, await client.call_tool("raster_stats", stats_args))
+    args = {"src": SAMPLE, "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
+    miss = t.add("raster_reproject (gate miss)", args, await client.call_tool("raster_reproject", args))
+    for hint in (miss.structured_content or {}).get("reflection_required", []):
+        persist = {"hash": hint["hash"], "domain": hint["domain"], "justification": JUSTIFICATIONS[hint["domain"]]}
+        t.add(f"persist_justification ({hint['domain']})", persist,
+              await client.call_tool("persist_justification", persist))
+    t.add("raster_reproject (retry)", args, await client.call_tool("raster_reproject", args))
+    t.add("raster_reproject (cached)", args, await client.call_tool("raster_reproject", args))
+
+
+def print_transcript(transcript: Transcript, *, color: bool) -> None:
+    total = sum(step.tokens for step in transcript.steps)
+    if color:
+        _print_rich(transcript, total)
+        return
+    out = sys.stdout
+    out.write(f"llmc-mcp demo, {transcript.mode} mode (tokens: o200k, counted offline)\n")
+    out.write(f"tool definitions + instructions: {transcript.fixed_tokens} tokens (sent every turn)\n\n")
+    for number, step in enumerate(transcript.steps, 1):
+        flag = "  [isError]" if step.is_error else ""
+        out.write(f"--- {number}. {step.title} ({step.tokens} tokens){flag}\n")
+        if step.request:
+            out.write(_indent(">>> ", step.request) + "\n")
+        out.write(_indent("<<< ", _clip(step.response)) + "\n\n")
+    out.write(f"total: {total} tokens in calls, {transcript.fixed_tokens} per turn for definitions\n")
+
+
+def _print_rich(transcript: Transcript, total: int) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
+    console = Console()
+    console.rule(f"llmc-mcp demo, {transcript.mode} mode")
+    console.print(f"tool definitions + instructions: [bold]{transcript.fixed_tokens}[/] tokens (sent every turn)")
+    for number, step in enumerate(transcript.steps, 1):
+        style = "red" if step.is_error else "green"
+        body = Syntax(step.request, "python", word_wrap=True) if transcript.mode == "code" and step.request else (
+            step.request)
+        console.print(Panel(body or "", title=f"{number}. {step.title}", subtitle=f"{step.tokens} tokens",
+                            border_style=style))
+        console.print(_clip(step.response), markup=False, highlight=False)
+    console.rule(f"total: {total} tokens in calls")
+
+
+def _clip(text: str, limit: int = 1500) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n... [{len(text) - limit} more characters]"
+
+
+def _indent(prefix: str, text: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
