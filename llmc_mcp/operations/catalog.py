@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-from pydantic.fields import FieldInfo
 
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.reflection.specs import Decision, ReflectionSpec
@@ -52,6 +51,8 @@ class Operation:
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     hints: Mapping[str, Any] = field(default_factory=dict)
+    preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None
+    """Cross-argument checks (conflicts, values the source file cannot take) run before the gate."""
 
     @property
     def qualname(self) -> str:
@@ -110,6 +111,12 @@ class Operation:
             if args.get(name) is not None:
                 ctx.workspace.output_path(args[name], argument=name)
 
+    def check(self, ctx: OperationContext, args: Mapping[str, Any]) -> None:
+        """Everything that can be refused before asking for a justification: paths, then preflight."""
+        self.check_paths(ctx, args)
+        if self.preflight is not None:
+            self.preflight(ctx, args)
+
     def run(self, ctx: OperationContext, args: Mapping[str, Any]) -> BaseModel:
         return self.func(ctx, **args)
 
@@ -121,6 +128,7 @@ def operation(
     reflection: tuple[ReflectionSpec, ...] = (),
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
+    preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None,
 ) -> Callable[[Callable[..., BaseModel]], Operation]:
     """Register a function as a catalog operation; its first parameter must be ``ctx``."""
 
@@ -157,6 +165,7 @@ def operation(
             inputs=inputs,
             outputs=outputs,
             hints={p.name: hints[p.name] for p in public},
+            preflight=preflight,
         )
 
     return wrap
@@ -170,6 +179,3 @@ def _describe_error(err: Mapping[str, Any]) -> str:
         return f"{where}: required"
     return f"{where}: {err.get('msg', 'invalid')}"
 
-
-def field_info(op: Operation, name: str) -> FieldInfo:
-    return op.arguments.model_fields[name]

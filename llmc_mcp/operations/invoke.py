@@ -1,8 +1,9 @@
 """The one pipeline every face runs an operation through: validate, check paths, gate, run.
 
-Order matters. Arguments and paths are checked first, so an agent is never
-asked to justify a reprojection of a file that does not exist, and the gate
-runs last, right before GDAL, so no code path reaches GDAL without it.
+Order matters. Arguments, paths and cross-argument conflicts are checked
+first, so an agent is never asked to justify a reprojection that could not
+run, and the gate runs last, right before the write, so no code path reaches
+it without the gate.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class GateLike(Protocol):
 
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     args = op.validate(raw_args)
-    op.check_paths(ctx, args)
-    if op.reflection:
-        gate.require(op, args)
     with gdal_env(ctx):
+        op.check(ctx, args)
+        if op.reflection:
+            gate.require(op, args)
         return op.run(ctx, args)
