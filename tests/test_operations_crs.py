@@ -18,7 +18,12 @@ def describe(ctx: OperationContext, **args: Any) -> Any:
 
 def test_epsg_4326_is_geographic_in_degrees_latitude_first_worldwide(ctx: OperationContext):
     result = describe(ctx, crs="EPSG:4326")
-    assert (result.kind, result.units, result.epsg, result.authority) == ("geographic", "degree", 4326, "EPSG:4326")
+    assert (result.kind, result.units, result.epsg, result.authority) == (
+        "geographic",
+        "degree",
+        4326,
+        "EPSG:4326",
+    )
     assert [a.direction for a in result.axes] == ["north", "east"]
     area = result.area_of_use
     assert (area.west, area.south, area.east, area.north) == (-180, -90, 180, 90)
@@ -129,3 +134,20 @@ def test_proj_init_files_are_refused(ctx: OperationContext):
 def test_unknown_option_is_rejected_by_validation(ctx: OperationContext):
     with pytest.raises(InvalidArgument, match="unknown option"):
         describe(ctx, crs="EPSG:4326", verbose=True)
+
+
+def test_a_huge_definition_is_refused_without_echoing_it(ctx: OperationContext):
+    with pytest.raises(CrsError) as caught:
+        describe(ctx, crs="x" * 1_000_000)
+    assert len(str(caught.value)) < 1000
+
+
+def test_an_unknown_definition_is_quoted_briefly(ctx: OperationContext):
+    with pytest.raises(CrsError) as caught:
+        describe(ctx, crs="y" * 5000)
+    assert len(str(caught.value)) < 1000
+
+
+def test_a_lone_surrogate_is_a_crs_error(ctx: OperationContext):
+    with pytest.raises(CrsError, match="not valid Unicode"):
+        describe(ctx, crs="EPSG:4326\udbff")

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyproj.network
 import pytest
 import rasterio
+import rasterio.env
 from affine import Affine
 from pydantic import BaseModel
 from pyproj import CRS
 from rasterio.enums import ColorInterp
-from rasterio.transform import from_origin
 from rasterio.warp import Resampling, calculate_default_transform
 from rasterio.warp import reproject as warp_in_memory
 from rio_cogeo.cogeo import cog_validate
@@ -27,6 +28,7 @@ from rio_cogeo.cogeo import cog_validate
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError
 from llmc_mcp.operations import raster
 from llmc_mcp.operations.catalog import Operation, OperationContext
+from llmc_mcp.operations.gdal_env import READ_DRIVERS, disable_network, gdal_env
 
 ALL_SHARED = (
     "RGB.byte.tif",
@@ -40,6 +42,13 @@ ALL_SHARED = (
 )
 
 
+def north_up(west: float, north: float, pixel: float) -> Affine:
+    return Affine(pixel, 0.0, west, 0.0, -pixel, north)
+
+
+UTM_GRID = north_up(500_000, 4_500_000, 30)
+
+
 def call(op: Operation, ctx: OperationContext, **args: Any) -> Any:
     return op.run(ctx, op.validate(args))
 
@@ -49,7 +58,7 @@ def write_raster(
     data: np.ndarray,
     *,
     crs: str | None = "EPSG:32618",
-    transform: Affine = from_origin(500_000, 4_500_000, 30, 30),
+    transform: Affine = UTM_GRID,
     nodata: float | None = None,
     **extra: Any,
 ) -> Path:
@@ -75,6 +84,16 @@ def write_raster(
     return path
 
 
+def refused(op: Operation, ctx: OperationContext, match: str, **args: Any) -> InvalidArgument:
+    """Refused both by the preflight (before any justification is asked for) and by the run itself."""
+    validated = op.validate(args)
+    with pytest.raises(InvalidArgument, match=match):
+        op.check(ctx, validated)
+    with pytest.raises(InvalidArgument, match=match) as caught:
+        op.run(ctx, validated)
+    return caught.value
+
+
 def valid_values(path: Path, band: int) -> np.ndarray:
     """Independent answer: the band read whole with rasterio's mask, NaN dropped."""
     with rasterio.open(path) as ds:
@@ -87,11 +106,39 @@ def partial_files(directory: Path) -> list[str]:
     return [p.name for p in directory.rglob("*") if ".partial-" in p.name]
 
 
+# ------------------------------------------------------------------------------------------ gdal env
+
+
+def test_gdal_env_switches_off_network_vrt_python_and_mem_datasets(ctx: OperationContext):
+    with gdal_env(ctx):
+        options = rasterio.env.getenv()
+    assert options["GDAL_VRT_ENABLE_PYTHON"] == "NO"
+    assert options["GDAL_MEM_ENABLE_OPEN"] == "NO"
+    assert options["AWS_NO_SIGN_REQUEST"] == "YES"
+    assert options["GDAL_NUM_THREADS"] == str(ctx.num_threads)
+    assert not options["CPL_VSIL_CURL_ALLOWED_EXTENSIONS"].endswith((".tif", ".tiff", "{noext}"))
+
+
+def test_read_drivers_are_file_formats_only():
+    assert "GTiff" in READ_DRIVERS
+    assert not {"VRT", "MEM", "WMS", "WMTS", "WCS", "HTTP", "DAAS", "EEDAI"} & set(READ_DRIVERS)
+
+
+def test_disable_network_turns_proj_and_gdal_network_off():
+    disable_network()
+    assert not pyproj.network.is_network_enabled()
+    assert rasterio.env.get_gdal_config("CPL_VSIL_CURL_ALLOWED_EXTENSIONS", normalize=False) == (
+        ".llmc-network-disabled"
+    )
+
+
 # ---------------------------------------------------------------------------------------------- info
 
 
 @pytest.mark.parametrize("name", ALL_SHARED)
-def test_info_describes_every_shared_file_like_rasterio(ctx: OperationContext, workspace_dir: Path, name: str):
+def test_info_describes_every_shared_file_like_rasterio(
+    ctx: OperationContext, workspace_dir: Path, name: str
+):
     result = call(raster.info, ctx, path=name)
     with rasterio.open(workspace_dir / name) as ds:
         assert (result.width, result.height, result.count) == (ds.width, ds.height, ds.count)
@@ -155,7 +202,7 @@ def test_info_caps_tags_at_50_keys_and_500_characters(ctx: OperationContext, wor
 
 
 def test_info_missing_file_is_not_found(ctx: OperationContext):
-    with pytest.raises(NotFound, match="nope.tif"):
+    with pytest.raises(NotFound, match=r"nope\.tif"):
         call(raster.info, ctx, path="nope.tif")
 
 
@@ -171,7 +218,8 @@ def test_info_refuses_vrt_files_which_could_reference_anything(ctx: OperationCon
     with rasterio.open(workspace_dir / "RGB.byte.tif") as ds:
         size = (ds.width, ds.height)
     (workspace_dir / "x.tif").write_text(
-        f'<VRTDataset rasterXSize="{size[0]}" rasterYSize="{size[1]}"><VRTRasterBand dataType="Byte" band="1">'
+        f'<VRTDataset rasterXSize="{size[0]}" rasterYSize="{size[1]}">'
+        '<VRTRasterBand dataType="Byte" band="1">'
         f'<SimpleSource><SourceFilename relativeToVRT="1">RGB.byte.tif</SourceFilename>'
         f"<SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"
     )
@@ -221,7 +269,7 @@ def test_stats_exclude_both_the_nodata_value_and_nan(ctx: OperationContext, work
     write_raster(workspace_dir / "holes.tif", data, nodata=-9999)
     band = call(raster.stats, ctx, path="holes.tif").bands[0]
     assert (band.valid_count, band.nodata_count) == (92, 8)
-    assert band.min == 8.0
+    assert band.min == 5.0  # row 0 starts with 5 nodata pixels; the NaN are 10, 11, 12
 
 
 def test_stats_float_percentiles_are_within_one_fine_bin_of_numpy(ctx: OperationContext, workspace_dir: Path):
@@ -286,7 +334,7 @@ def test_stats_memory_does_not_grow_with_raster_size(ctx: OperationContext, work
     size = 4096
     path = workspace_dir / "big.tif"
     profile = dict(driver="GTiff", width=size, height=size, count=1, dtype="float32", crs="EPSG:32618")
-    profile.update(transform=from_origin(0, size, 1, 1), tiled=True, blockxsize=512, blockysize=512)
+    profile.update(transform=north_up(0, size, 1), tiled=True, blockxsize=512, blockysize=512)
     rng = np.random.default_rng(3)
     total, total_sq = 0.0, 0.0
     with rasterio.open(path, "w", **profile) as ds:
@@ -393,9 +441,12 @@ def test_reproject_marks_area_outside_the_footprint_as_nodata(ctx: OperationCont
     assert mask[mask.shape[0] // 2, mask.shape[1] // 2] == 255
 
 
-def test_reproject_integer_source_without_nodata_gets_an_internal_mask(ctx: OperationContext, workspace_dir: Path):
+def test_reproject_integer_source_without_nodata_gets_an_internal_mask(
+    ctx: OperationContext, workspace_dir: Path
+):
     data = np.random.default_rng(4).integers(0, 256, size=(1, 200, 200), dtype=np.uint8)
-    write_raster(workspace_dir / "nonodata.tif", data)
+    # Far from the UTM central meridian the grid turns in EPSG:3857, leaving empty output corners.
+    write_raster(workspace_dir / "nonodata.tif", data, transform=north_up(200_000, 4_500_000, 30))
     result = call(raster.reproject, ctx, src="nonodata.tif", dst="masked.tif", dst_crs="EPSG:3857")
     assert result.nodata == [None]
     assert result.mask_flags == [["per_dataset"]]
@@ -405,9 +456,11 @@ def test_reproject_integer_source_without_nodata_gets_an_internal_mask(ctx: Oper
     assert mask[mask.shape[0] // 2, mask.shape[1] // 2] == 255
 
 
-def test_reproject_float_source_without_nodata_fills_outside_with_nan(ctx: OperationContext, workspace_dir: Path):
+def test_reproject_float_source_without_nodata_fills_outside_with_nan(
+    ctx: OperationContext, workspace_dir: Path
+):
     data = np.random.default_rng(5).random((1, 100, 100)).astype(np.float32)
-    write_raster(workspace_dir / "float.tif", data)
+    write_raster(workspace_dir / "float.tif", data, transform=north_up(200_000, 4_500_000, 30))
     result = call(raster.reproject, ctx, src="float.tif", dst="float_3857.tif", dst_crs="EPSG:3857")
     assert math.isnan(result.nodata[0])
     with rasterio.open(workspace_dir / "float_3857.tif") as out:
@@ -438,8 +491,12 @@ def test_reproject_carries_descriptions_colorinterp_and_tags(ctx: OperationConte
     assert result.tags["SENSOR"] == "test"
 
 
-def test_reproject_writes_512_tiles_with_the_requested_compression(ctx: OperationContext, workspace_dir: Path):
-    result = call(raster.reproject, ctx, src="RGB.byte.tif", dst="zstd.tif", dst_crs="EPSG:4326", compress="ZSTD")
+def test_reproject_writes_512_tiles_with_the_requested_compression(
+    ctx: OperationContext, workspace_dir: Path
+):
+    result = call(
+        raster.reproject, ctx, src="RGB.byte.tif", dst="zstd.tif", dst_crs="EPSG:4326", compress="ZSTD"
+    )
     assert result.block_shapes == [(512, 512)] * 3
     assert result.compression == "ZSTD"
     with rasterio.open(workspace_dir / "zstd.tif") as out:
@@ -447,7 +504,9 @@ def test_reproject_writes_512_tiles_with_the_requested_compression(ctx: Operatio
 
 
 def test_reproject_honours_resolution(ctx: OperationContext):
-    result = call(raster.reproject, ctx, src="RGB.byte.tif", dst="r.tif", dst_crs="EPSG:4326", resolution=0.01)
+    result = call(
+        raster.reproject, ctx, src="RGB.byte.tif", dst="r.tif", dst_crs="EPSG:4326", resolution=0.01
+    )
     assert result.res == pytest.approx((0.01, 0.01))
     default = call(raster.reproject, ctx, src="RGB.byte.tif", dst="d.tif", dst_crs="EPSG:4326")
     assert result.bounds.left == pytest.approx(default.bounds.left)
@@ -456,7 +515,9 @@ def test_reproject_honours_resolution(ctx: OperationContext):
 
 
 def test_reproject_honours_width_and_height(ctx: OperationContext):
-    result = call(raster.reproject, ctx, src="RGB.byte.tif", dst="wh.tif", dst_crs="EPSG:4326", width=300, height=200)
+    result = call(
+        raster.reproject, ctx, src="RGB.byte.tif", dst="wh.tif", dst_crs="EPSG:4326", width=300, height=200
+    )
     assert (result.width, result.height) == (300, 200)
 
 
@@ -485,10 +546,35 @@ def test_reproject_honours_bounds_with_resolution_like_gdalwarp_te_tr(ctx: Opera
 def test_reproject_honours_bounds_with_size(ctx: OperationContext):
     bounds = (-78.5, 23.5, -77.5, 24.5)
     result = call(
-        raster.reproject, ctx, src="RGB.byte.tif", dst="b.tif", dst_crs="EPSG:4326", bounds=bounds, width=10, height=20
+        raster.reproject,
+        ctx,
+        src="RGB.byte.tif",
+        dst="b.tif",
+        dst_crs="EPSG:4326",
+        bounds=bounds,
+        width=10,
+        height=20,
     )
     assert (result.width, result.height) == (10, 20)
     assert tuple(result.bounds.model_dump().values()) == pytest.approx(bounds)
+
+
+def test_reproject_memory_does_not_grow_with_raster_size(ctx: OperationContext, workspace_dir: Path):
+    size = 4096  # 64 MiB of float32
+    profile = dict(driver="GTiff", width=size, height=size, count=1, dtype="float32", crs="EPSG:32618")
+    profile.update(transform=north_up(200_000, 4_500_000, 30), tiled=True, blockxsize=512, blockysize=512)
+    row = (np.arange(size) % 200).astype(np.float32)
+    with rasterio.open(workspace_dir / "big.tif", "w", **profile) as ds:
+        for top in range(0, size, 512):
+            ds.write(np.broadcast_to(row, (512, size)), 1, window=((top, top + 512), (0, size)))
+    tracemalloc.start()
+    try:
+        result = call(raster.reproject, ctx, src="big.tif", dst="big_4326.tif", dst_crs="EPSG:4326")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.width * result.height > size * size
+    assert peak < 24 * 2**20 < size * size * 4
 
 
 @pytest.mark.parametrize(
@@ -517,16 +603,21 @@ def test_reproject_rejects_conflicting_or_impossible_options_and_writes_nothing(
     arguments = {"src": "shade.tif", "dst": "out.tif", "dst_crs": "EPSG:4326", **args}
     if args.get("dst") == "RGB.byte.tif":
         arguments["src"] = "RGB.byte.tif"
-    with pytest.raises(InvalidArgument, match=match) as caught:
-        call(raster.reproject, ctx, **arguments)
-    assert caught.value.fix
+    assert refused(raster.reproject, ctx, match, **arguments).fix
     assert not (workspace_dir / "out.tif").exists()
     assert partial_files(workspace_dir) == []
 
 
 def test_reproject_rejects_jpeg_on_16_bit_data(ctx: OperationContext):
-    with pytest.raises(InvalidArgument, match="uint8"):
-        call(raster.reproject, ctx, src="RGBA.uint16.tif", dst="j.tif", dst_crs="EPSG:4326", compress="JPEG")
+    refused(
+        raster.reproject,
+        ctx,
+        "uint8",
+        src="RGBA.uint16.tif",
+        dst="j.tif",
+        dst_crs="EPSG:4326",
+        compress="JPEG",
+    )
 
 
 def test_reproject_unknown_crs_is_a_crs_error(ctx: OperationContext, workspace_dir: Path):
@@ -537,7 +628,7 @@ def test_reproject_unknown_crs_is_a_crs_error(ctx: OperationContext, workspace_d
 
 
 def test_reproject_missing_source_is_not_found(ctx: OperationContext):
-    with pytest.raises(NotFound, match="missing.tif"):
+    with pytest.raises(NotFound, match=r"missing\.tif"):
         call(raster.reproject, ctx, src="missing.tif", dst="x.tif", dst_crs="EPSG:4326")
 
 
@@ -575,7 +666,9 @@ def test_reproject_replaces_a_destination_and_its_stale_sidecar(ctx: OperationCo
     "form",
     ["projjson", "wkt", "proj"],
 )
-def test_reproject_accepts_projjson_wkt_and_proj_strings(ctx: OperationContext, workspace_dir: Path, form: str):
+def test_reproject_accepts_projjson_wkt_and_proj_strings(
+    ctx: OperationContext, workspace_dir: Path, form: str
+):
     target = CRS.from_epsg(32617)
     text = {
         "projjson": target.to_json(),
@@ -676,14 +769,12 @@ def test_convert_rejects_options_that_do_not_apply(
     ctx: OperationContext, workspace_dir: Path, src: str, args: dict[str, Any], match: str
 ):
     arguments = {"src": src, "dst": "out.tif", **args}
-    with pytest.raises(InvalidArgument, match=match) as caught:
-        call(raster.convert, ctx, **arguments)
-    assert caught.value.fix
+    assert refused(raster.convert, ctx, match, **arguments).fix
     assert not (workspace_dir / "out.tif").exists()
 
 
 def test_convert_failing_midway_leaves_no_partial_file(ctx: OperationContext, workspace_dir: Path):
-    with pytest.raises(RasterError, match="Writing 'c.tif' from 'corrupt.tif' failed"):
+    with pytest.raises(RasterError, match=r"Writing 'c\.tif' from 'corrupt\.tif' failed"):
         call(raster.convert, ctx, src="corrupt.tif", dst="c.tif", driver="COG")
     assert not (workspace_dir / "c.tif").exists()
     assert partial_files(workspace_dir) == []

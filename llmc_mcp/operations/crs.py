@@ -14,6 +14,8 @@ from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.models import AreaOfUse, Axis, CrsInfo, CrsKind, Ellipsoid
 
 _CRS_FIX = "Pass an EPSG code ('EPSG:4326'), WKT, a PROJ string or PROJJSON."
+MAX_CRS_CHARS = 100_000
+"""Far above any real WKT or PROJJSON (EPSG's longest are ~10 k characters)."""
 
 # PROJ "+init=file:key" reads definition files (absolute paths included); EPSG codes cover every real use.
 _INIT = re.compile(r"(^|[\s+])init\s*=", re.IGNORECASE)
@@ -62,8 +64,23 @@ make it neither conformal nor equal-area."""
 
 
 def parse_crs(value: str, argument: str = "crs") -> CRS:
-    """A pyproj CRS from any user text PROJ understands, or a :class:`CrsError` with the fix."""
+    """A pyproj CRS from any user text PROJ understands, or a :class:`CrsError` with the fix.
+
+    Messages quote at most the first 200 characters of the input: PROJ's own message echoes all of it.
+    """
     text = str(value).strip()
+    if len(text) > MAX_CRS_CHARS:
+        raise CrsError(
+            f"{argument} is {len(text)} characters long; no CRS definition needs more than {MAX_CRS_CHARS}.",
+            fix=_CRS_FIX,
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # PROJ takes UTF-8; a lone surrogate would escape as an internal error instead.
+        raise CrsError(
+            f"{argument} contains characters that are not valid Unicode (lone surrogates).", fix=_CRS_FIX
+        ) from None
     if _INIT.search(text):
         raise CrsError(
             f"{argument}: PROJ '+init=' definitions are not accepted ({text[:200]!r}).",
@@ -72,7 +89,8 @@ def parse_crs(value: str, argument: str = "crs") -> CRS:
     try:
         return CRS.from_user_input(text)
     except CRSError as exc:
-        raise CrsError(f"Unknown CRS {text[:200]!r}: {exc}", fix=_CRS_FIX) from None
+        reason = str(exc).replace(text, "<input>")[:300]
+        raise CrsError(f"Unknown CRS {text[:200]!r}: {reason}", fix=_CRS_FIX) from None
 
 
 @operation("crs", read_only=True)
@@ -100,8 +118,7 @@ def info(
     """
     parsed = parse_crs(crs)
     horizontal = _horizontal(parsed)
-    authority = parsed.to_authority(min_confidence=100)
-    epsg = parsed.to_epsg(min_confidence=100)
+    epsg, authority = _identify(parsed)
     method = _projection_method(horizontal)
     area = parsed.area_of_use
     axes = [
@@ -124,7 +141,7 @@ def info(
         if ellipsoid
         else None,
         epsg=epsg,
-        authority=f"{authority[0]}:{authority[1]}" if authority else None,
+        authority=authority,
         area_of_use=AreaOfUse(
             name=area.name, west=area.west, south=area.south, east=area.east, north=area.north
         )
@@ -134,6 +151,20 @@ def info(
         preserves=list(_preserves(method)),
         wkt=parsed.to_wkt() if include_wkt else None,
     )
+
+
+def _identify(crs: CRS) -> tuple[int | None, str | None]:
+    """The EPSG code and the preferred 'AUTH:CODE' of an exact (100%) match, in one PROJ search.
+
+    A bound CRS (+towgs84) is never an authority CRS, and PROJ's search for one takes many seconds.
+    """
+    if crs.is_bound:
+        return None, None
+    matches = crs.list_authority(min_confidence=100)
+    epsg = next((int(m.code) for m in matches if m.auth_name == "EPSG" and m.code.isdigit()), None)
+    if epsg is not None:
+        return epsg, f"EPSG:{epsg}"
+    return None, f"{matches[0].auth_name}:{matches[0].code}" if matches else None
 
 
 def _kind(crs: CRS) -> CrsKind:

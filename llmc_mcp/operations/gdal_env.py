@@ -129,6 +129,7 @@ def open_for_read(ctx: OperationContext, name: str, argument: str = "path") -> D
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s'\",:/]+/)+[^\s'\",:]*")
 _UNHELPFUL = ("See previous exception for details.",)
+MAX_MESSAGE_CHARS = 500
 
 
 def translate_gdal_error(
@@ -159,7 +160,8 @@ def translate_gdal_error(
     text = text.replace(str(path), label)
     root = str(ctx.workspace.root)
     text = text.replace(root + os.sep, "").replace(root, ".")
-    return _ABSOLUTE_PATH.sub("<path>", text)
+    text = _ABSOLUTE_PATH.sub("<path>", text)
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
 def _relative_or_name(ctx: OperationContext, path: Path) -> str:

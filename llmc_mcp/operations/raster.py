@@ -13,7 +13,7 @@ import contextlib
 import math
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,6 @@ from rasterio.enums import ColorInterp
 from rasterio.enums import OverviewResampling as RioOverviewResampling
 from rasterio.enums import Resampling as RioResampling
 from rasterio.io import DatasetReader
-from rasterio.transform import from_bounds
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
@@ -64,7 +63,8 @@ FINE_BINS = 1 << 16
 EXACT_RANGE = 1 << 20
 """Integer rasters whose value range is at most this wide get exact percentiles by counting."""
 OUTPUT_BLOCK = 512
-WRITE_CHUNK_BYTES = 32 << 20
+WRITE_CHUNK_BYTES = 16 << 20
+"""Pixel bytes (data and mask) reprojection holds per output window."""
 MAX_OUTPUT_PIXELS = 1 << 32
 """Per band. A typo in a resolution (metres vs degrees) should fail fast, not fill the disk."""
 WARP_MEM_MB = 256
@@ -538,12 +538,50 @@ def _histogram(counts: np.ndarray | None, lo: float, hi: float, bins: int) -> Hi
 # ----------------------------------------------------------------------------------------- reproject
 
 
+_WARP_ARGS = (
+    "dst_crs",
+    "resampling",
+    "resolution",
+    "width",
+    "height",
+    "bounds",
+    "src_nodata",
+    "dst_nodata",
+    "compress",
+)
+_COPY_ARGS = (
+    "driver",
+    "compress",
+    "predictor",
+    "tiled",
+    "blocksize",
+    "overviews",
+    "overview_resampling",
+    "quality",
+)
+
+
+def _reproject_preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+    """Refuse a reprojection that cannot run before the gate asks for its justification."""
+    _check_src_dst(ctx, args["src"], args["dst"])
+    with gdal_env(ctx), open_for_read(ctx, args["src"], "src") as source:
+        _plan_warp(ctx, source, **{name: args[name] for name in _WARP_ARGS})
+
+
+def _convert_preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+    """Refuse a conversion that cannot run before the gate asks for its justification."""
+    _check_src_dst(ctx, args["src"], args["dst"])
+    with gdal_env(ctx), open_for_read(ctx, args["src"], "src") as source:
+        _plan_copy(ctx, source, **{name: args[name] for name in _COPY_ARGS})
+
+
 @operation(
     "raster",
     read_only=False,
     reflection=(REPROJECT_CRS, REPROJECT_RESAMPLING, CONVERT_LOSSY),
     inputs=("src",),
     outputs=("dst",),
+    preflight=_reproject_preflight,
 )
 def reproject(
     ctx: OperationContext,
@@ -613,64 +651,105 @@ def reproject(
     over 2**32 pixels per band; CrsError for an unknown dst_crs; RasterError when the source has no
     CRS, its extent cannot be expressed in dst_crs (pass bounds), or reading/writing fails.
     """
-    grid_args = _check_grid_args(resolution, width, height, bounds)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
-    parse_crs(dst_crs, "dst_crs")
-    target = _rio_crs(normalize_crs(dst_crs))
-    method = _warp_resampling(resampling)
     with gdal_env(ctx), open_for_read(ctx, src, "src") as source:
-        shown = ctx.workspace.relative(src_path)
-        if source.crs is None:
-            raise RasterError(
-                f"src: '{shown}' has no CRS, so there is nothing to reproject from.",
-                fix="Use a georeferenced raster (raster.info shows crs); GCP-only rasters are not supported.",
-            )
-        dtype = _single_dtype(source, shown)
-        transform, out_width, out_height = _target_grid(ctx, source, target, dst_crs, *grid_args)
-        nodata = _output_nodata(source, dtype, src_nodata, dst_nodata)
-        has_alpha = ColorInterp.alpha in source.colorinterp
-        use_mask = nodata is None and not has_alpha
-        options = _compression_options(compress, dtype, source.count, None, None, cog=False)
-        profile: dict[str, Any] = {
-            "driver": "GTiff",
-            "width": out_width,
-            "height": out_height,
-            "count": source.count,
-            "dtype": dtype.name,
-            "crs": target,
-            "transform": transform,
-            "nodata": nodata,
-            "tiled": True,
-            "blockxsize": OUTPUT_BLOCK,
-            "blockysize": OUTPUT_BLOCK,
-            "BIGTIFF": "IF_SAFER",
-            "NUM_THREADS": str(ctx.num_threads),
-            **options,
-        }
-        vrt_options: dict[str, Any] = {
-            "crs": target,
-            "transform": transform,
-            "width": out_width,
-            "height": out_height,
-            "resampling": method,
-            "add_alpha": use_mask,
-            "init_dest_nodata": True,
-            "warp_mem_limit": WARP_MEM_MB,
-            "NUM_THREADS": str(ctx.num_threads),
-        }
-        # Passing None would not mean "the file's value" to WarpedVRT but "no source nodata".
-        if src_nodata is not None:
-            vrt_options["src_nodata"] = src_nodata
-        if nodata is not None:
-            vrt_options["nodata"] = nodata
-        with _atomic_output(ctx, dst_path) as tmp:
+        plan = _plan_warp(
+            ctx,
+            source,
+            dst_crs=dst_crs,
+            resampling=resampling,
+            resolution=resolution,
+            width=width,
+            height=height,
+            bounds=bounds,
+            src_nodata=src_nodata,
+            dst_nodata=dst_nodata,
+            compress=compress,
+        )
+        with _atomic_output(dst_path) as tmp:
             try:
-                with WarpedVRT(source, **vrt_options) as vrt, rasterio.open(tmp, "w", **profile) as out:
+                with (
+                    WarpedVRT(source, **plan.vrt_options) as vrt,
+                    rasterio.open(tmp, "w", **plan.profile) as out,
+                ):
                     _carry_metadata(source, out)
-                    _copy_warped(vrt, out, source.count, dtype, use_mask)
+                    _copy_warped(vrt, out, source.count, plan.dtype, plan.use_mask)
             except GDAL_ERRORS as exc:
                 raise _write_error(ctx, exc, src_path, dst_path, tmp) from None
     return _describe_output(ctx, dst)
+
+
+@dataclass(frozen=True)
+class _WarpPlan:
+    dtype: np.dtype
+    use_mask: bool
+    profile: dict[str, Any]
+    vrt_options: dict[str, Any]
+
+
+def _plan_warp(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    dst_crs: str,
+    resampling: str,
+    resolution: float | tuple[float, float] | None,
+    width: int | None,
+    height: int | None,
+    bounds: tuple[float, float, float, float] | None,
+    src_nodata: float | None,
+    dst_nodata: float | None,
+    compress: str,
+) -> _WarpPlan:
+    """Every check and choice of a reprojection, made on the source header without reading pixels."""
+    grid_args = _check_grid_args(resolution, width, height, bounds)
+    parse_crs(dst_crs, "dst_crs")
+    target = _rio_crs(normalize_crs(dst_crs))
+    method = _warp_resampling(resampling)
+    shown = ctx.workspace.relative(Path(source.name))
+    if source.crs is None:
+        raise RasterError(
+            f"src: '{shown}' has no CRS, so there is nothing to reproject from.",
+            fix="Use a georeferenced raster (raster.info shows crs); GCP-only rasters are not supported.",
+        )
+    dtype = _single_dtype(source, shown)
+    nodata = _output_nodata(source, dtype, src_nodata, dst_nodata)
+    options = _compression_options(compress, dtype, source.count, None, None, cog=False)
+    transform, out_width, out_height = _target_grid(ctx, source, target, dst_crs, *grid_args)
+    use_mask = nodata is None and ColorInterp.alpha not in source.colorinterp
+    profile: dict[str, Any] = {
+        "driver": "GTiff",
+        "width": out_width,
+        "height": out_height,
+        "count": source.count,
+        "dtype": dtype.name,
+        "crs": target,
+        "transform": transform,
+        "nodata": nodata,
+        "tiled": True,
+        "blockxsize": OUTPUT_BLOCK,
+        "blockysize": OUTPUT_BLOCK,
+        "BIGTIFF": "IF_SAFER",
+        "NUM_THREADS": str(ctx.num_threads),
+        **options,
+    }
+    vrt_options: dict[str, Any] = {
+        "crs": target,
+        "transform": transform,
+        "width": out_width,
+        "height": out_height,
+        "resampling": method,
+        "add_alpha": use_mask,
+        "init_dest_nodata": True,
+        "warp_mem_limit": WARP_MEM_MB,
+        "NUM_THREADS": str(ctx.num_threads),
+    }
+    # Passing None would not mean "the file's value" to WarpedVRT but "no source nodata".
+    if src_nodata is not None:
+        vrt_options["src_nodata"] = src_nodata
+    if nodata is not None:
+        vrt_options["nodata"] = nodata
+    return _WarpPlan(dtype=dtype, use_mask=use_mask, profile=profile, vrt_options=vrt_options)
 
 
 def _check_grid_args(
@@ -794,7 +873,7 @@ def _target_grid(
         else:
             assert height is not None
             out_w, out_h = max(1, round(height * aspect)), height
-        transform = from_bounds(left, bottom, right, top, out_w, out_h)
+        transform = Affine((right - left) / out_w, 0.0, left, 0.0, -(top - bottom) / out_h, top)
     if out_w * out_h > MAX_OUTPUT_PIXELS:
         raise InvalidArgument(
             f"the output would be {out_w}x{out_h} pixels per band (over {MAX_OUTPUT_PIXELS}).",
@@ -925,11 +1004,12 @@ def _carry_metadata(source: DatasetReader, out: Any) -> None:
 
 def _copy_warped(vrt: WarpedVRT, out: Any, count: int, dtype: np.dtype, use_mask: bool) -> None:
     bands = list(range(1, count + 1))
-    for window in _write_windows(out.width, out.height, count * dtype.itemsize):
+    # The alpha band has the data type; the mask written from it is one byte per pixel.
+    per_pixel = count * dtype.itemsize + (dtype.itemsize + 1 if use_mask else 0)
+    for window in _write_windows(out.width, out.height, per_pixel):
         out.write(vrt.read(bands, window=window), window=window)
         if use_mask:
-            alpha = vrt.read(count + 1, window=window)
-            out.write_mask(np.where(alpha > 0, np.uint8(255), np.uint8(0)), window=window)
+            out.write_mask(vrt.read(count + 1, window=window) > 0, window=window)
 
 
 def _write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
@@ -950,6 +1030,7 @@ def _write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Wi
     reflection=(CONVERT_LOSSY, CONVERT_OVERVIEWS),
     inputs=("src",),
     outputs=("dst",),
+    preflight=_convert_preflight,
 )
 def convert(
     ctx: OperationContext,
@@ -1012,6 +1093,45 @@ def convert(
     overview factors below 2, overview_resampling without overviews, src == dst; RasterError when
     reading or writing fails.
     """
+    src_path, dst_path = _check_src_dst(ctx, src, dst)
+    with gdal_env(ctx), open_for_read(ctx, src, "src") as source:
+        options, factors = _plan_copy(
+            ctx,
+            source,
+            driver=driver,
+            compress=compress,
+            predictor=predictor,
+            tiled=tiled,
+            blocksize=blocksize,
+            overviews=overviews,
+            overview_resampling=overview_resampling,
+            quality=quality,
+        )
+        with _atomic_output(dst_path) as tmp:
+            try:
+                rasterio.shutil.copy(source, str(tmp), driver=driver, **options)
+                if driver == "GTiff" and factors:
+                    with rasterio.open(tmp, "r+") as out:
+                        out.build_overviews(factors, RioOverviewResampling[overview_resampling])
+            except GDAL_ERRORS as exc:
+                raise _write_error(ctx, exc, src_path, dst_path, tmp) from None
+    return _describe_output(ctx, dst)
+
+
+def _plan_copy(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    driver: str,
+    compress: str,
+    predictor: int | None,
+    tiled: bool,
+    blocksize: int,
+    overviews: list[int] | str | None,
+    overview_resampling: str,
+    quality: int | None,
+) -> tuple[dict[str, str], list[int]]:
+    """Every check of a conversion, and the creation options and overview factors it resolves to."""
     if driver == "COG" and not tiled:
         raise InvalidArgument(
             "driver='COG' is always tiled; tiled=False does not apply.", fix="Drop tiled=False."
@@ -1021,38 +1141,26 @@ def convert(
             f"blocksize={blocksize} must be a multiple of 16 in 16..4096.",
             fix="Pass 256 or 512 (the default).",
         )
-    factors_requested = _check_overviews(overviews, driver, overview_resampling)
-    src_path, dst_path = _check_src_dst(ctx, src, dst)
-    with gdal_env(ctx), open_for_read(ctx, src, "src") as source:
-        dtype = _single_dtype(source, ctx.workspace.relative(src_path))
-        options = _compression_options(compress, dtype, source.count, predictor, quality, cog=driver == "COG")
-        factors = (
-            _auto_factors(source.width, source.height) if factors_requested == "auto" else factors_requested
-        )
-        options.update({"BIGTIFF": "IF_SAFER", "NUM_THREADS": str(ctx.num_threads)})
-        if driver == "COG":
-            options["BLOCKSIZE"] = str(blocksize)
-            if factors:
-                options.update(
-                    OVERVIEWS="IGNORE_EXISTING",
-                    OVERVIEW_COUNT=str(len(factors)),
-                    OVERVIEW_RESAMPLING=_gdal_resampling_name(overview_resampling),
-                )
-            else:
-                options["OVERVIEWS"] = "NONE"
+    requested = _check_overviews(overviews, driver, overview_resampling)
+    dtype = _single_dtype(source, ctx.workspace.relative(Path(source.name)))
+    options = _compression_options(compress, dtype, source.count, predictor, quality, cog=driver == "COG")
+    factors = _auto_factors(source.width, source.height) if requested == "auto" else (requested or [])
+    options.update({"BIGTIFF": "IF_SAFER", "NUM_THREADS": str(ctx.num_threads)})
+    if driver == "COG":
+        options["BLOCKSIZE"] = str(blocksize)
+        if factors:
+            options.update(
+                OVERVIEWS="IGNORE_EXISTING",
+                OVERVIEW_COUNT=str(len(factors)),
+                OVERVIEW_RESAMPLING=_gdal_resampling_name(overview_resampling),
+            )
         else:
-            options["BLOCKYSIZE"] = str(blocksize)
-            if tiled:
-                options.update(TILED="YES", BLOCKXSIZE=str(blocksize))
-        with _atomic_output(ctx, dst_path) as tmp:
-            try:
-                rasterio.shutil.copy(source, str(tmp), driver=driver, **options)
-                if driver == "GTiff" and factors:
-                    with rasterio.open(tmp, "r+") as out:
-                        out.build_overviews(factors, RioOverviewResampling[overview_resampling])
-            except GDAL_ERRORS as exc:
-                raise _write_error(ctx, exc, src_path, dst_path, tmp) from None
-    return _describe_output(ctx, dst)
+            options["OVERVIEWS"] = "NONE"
+    else:
+        options["BLOCKYSIZE"] = str(blocksize)
+        if tiled:
+            options.update(TILED="YES", BLOCKXSIZE=str(blocksize))
+    return options, factors
 
 
 def _check_overviews(
@@ -1098,7 +1206,7 @@ def _gdal_resampling_name(name: str) -> str:
 
 
 @contextmanager
-def _atomic_output(ctx: OperationContext, dst_path: Path) -> Iterator[Path]:
+def _atomic_output(dst_path: Path) -> Iterator[Path]:
     """A temporary path beside ``dst_path``, renamed onto it (with its sidecars) only on success."""
     tmp = dst_path.with_name(f".{dst_path.name}.partial-{secrets.token_hex(6)}.tif")
     try:
