@@ -14,11 +14,15 @@ Mode = Literal["code", "classic"]
 class Settings(BaseModel):
     mode: Mode = "code"
     workspace: Path = Field(default_factory=Path.cwd)
-    exec_timeout: float = Field(30.0, gt=0, le=3600, description="Wall-time limit of one execute_code call, s.")
+    exec_timeout: float = Field(
+        30.0, gt=0, le=3600, description="Wall-time limit of one execute_code call, s."
+    )
     memory_mb: int = Field(2048, ge=256, description="Address-space limit of a code-mode worker, MiB.")
     output_limit: int = Field(20_000, ge=1000, description="Characters of printed output kept per call.")
     num_threads: int = Field(default_factory=lambda: min(4, os.cpu_count() or 1), ge=1, le=64)
-    idle_ttl: float = Field(900.0, gt=0, description="Seconds after which an idle session's worker is reaped.")
+    idle_ttl: float = Field(
+        900.0, gt=0, description="Seconds after which an idle session's worker is reaped."
+    )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

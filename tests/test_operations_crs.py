@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from pyproj import CRS
 
+from llmc_mcp.crs_text import MAX_CRS_CHARS
 from llmc_mcp.errors import CrsError, InvalidArgument
 from llmc_mcp.operations import crs
 from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.reflection.specs import normalize_crs, normalize_subject
 
 
 def describe(ctx: OperationContext, **args: Any) -> Any:
@@ -151,3 +154,54 @@ def test_an_unknown_definition_is_quoted_briefly(ctx: OperationContext):
 def test_a_lone_surrogate_is_a_crs_error(ctx: OperationContext):
     with pytest.raises(CrsError, match="not valid Unicode"):
         describe(ctx, crs="EPSG:4326\udbff")
+
+
+# normalize_crs: the gate's cache keys and choice.method comparison read CRS text under the same rules.
+
+BOUND_PROJ = "+proj=longlat +ellps=GRS80 +towgs84=1,2,3 +type=crs"
+
+
+@pytest.mark.parametrize("text", ["EPSG:4326", "epsg:4326", " EPSG:4326 ", CRS.from_epsg(4326).to_wkt()])
+def test_normalize_crs_names_an_exact_authority_definition_by_its_code(text: str):
+    assert normalize_crs(text) == "EPSG:4326"
+
+
+def test_normalize_crs_keeps_a_non_epsg_authority_and_gives_wkt2_otherwise():
+    assert normalize_crs("ESRI:54009") == "ESRI:54009"
+    custom = normalize_crs("+proj=moll +lon_0=10 +datum=WGS84 +units=m +type=crs")
+    assert custom.startswith("PROJCRS[")
+    assert CRS.from_wkt(custom).equals(CRS.from_proj4("+proj=moll +lon_0=10 +datum=WGS84 +units=m"))
+
+
+def test_normalize_crs_of_a_towgs84_definition_skips_the_slow_authority_search():
+    # PROJ's 100%-confidence authority search takes ~20 s on this bound CRS; a bound CRS never matches.
+    started = time.perf_counter()
+    normalized = normalize_crs(BOUND_PROJ)
+    assert time.perf_counter() - started < 1.0
+    assert normalized.startswith("BOUNDCRS[")
+    assert CRS.from_wkt(normalized).equals(CRS.from_user_input(BOUND_PROJ))
+
+
+def test_normalize_crs_refuses_proj_init_files():
+    with pytest.raises(CrsError, match="init") as caught:
+        normalize_crs("+init=epsg:4326")
+    assert "EPSG:4326" in caught.value.fix
+
+
+def test_normalize_crs_refuses_an_over_long_definition_without_echoing_it():
+    with pytest.raises(CrsError, match="characters long") as caught:
+        normalize_crs("EPSG:4326" + " " * 10 + "x" * (MAX_CRS_CHARS + 1), "dst_crs")
+    assert str(caught.value).startswith("dst_crs is ")
+    assert len(str(caught.value)) < 1000
+    assert caught.value.fix
+
+
+def test_normalize_crs_refuses_a_lone_surrogate():
+    with pytest.raises(CrsError, match="not valid Unicode"):
+        normalize_crs("EPSG:4326\udbff")
+
+
+def test_crs_choice_normalization_refuses_what_the_operations_refuse():
+    for text in ("+init=epsg:4326", "x" * (MAX_CRS_CHARS + 1)):
+        with pytest.raises(CrsError):
+            normalize_subject("crs_datum", text)

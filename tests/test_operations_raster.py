@@ -787,3 +787,12 @@ def test_results_are_plain_json(ctx: OperationContext):
     ]
     for result in results:
         assert json.loads(result.model_dump_json())
+
+
+@pytest.mark.parametrize("dst_crs", ["OGC:CRS84", "IGNF:LAMB93"])
+def test_reproject_accepts_non_epsg_authority_codes(ctx: OperationContext, dst_crs: str) -> None:
+    op = raster.reproject
+    args = op.validate({"src": "RGB.byte.tif", "dst": "authority.tif", "dst_crs": dst_crs})
+    with gdal_env(ctx):
+        info = op.run(ctx, args)
+    assert info.crs is not None and info.width > 0

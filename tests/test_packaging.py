@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,18 +17,44 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel of this checkout installed by plain pip; returns its bin dir."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from a clean copy of the checkout (no stale build/ directory can leak in)."""
     base = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)],
-        check=True, capture_output=True,
+    source = base / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv", "build", "dist", "*.egg-info", "node_modules", ".git", "__pycache__", ".pytest_cache"
+        ),
     )
-    wheel = next((base / "dist").glob("llmc_mcp-*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return next((base / "dist").glob("llmc_mcp-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed by plain pip; returns its bin dir."""
+    base = tmp_path_factory.mktemp("venv")
     venv.create(base / "venv", with_pip=True)
     bindir = base / "venv" / "bin"
     subprocess.run([bindir / "pip", "install", "-q", str(wheel)], check=True, capture_output=True)
     return bindir
+
+
+def test_the_wheel_holds_every_module_template_prompt_and_the_sample(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.py")}
+    expected |= {
+        f"llmc_mcp/stubs_templates/{p.name}" for p in (ROOT / "stubs_templates").iterdir() if p.is_file()
+    }
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.md")}
+    expected.add("llmc_mcp/cli/sample/RGB.byte.tif")
+    assert expected - names == set()
 
 
 def test_the_installed_command_reports_its_version(installed: Path) -> None:

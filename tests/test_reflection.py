@@ -200,7 +200,9 @@ def test_a_tampered_record_is_a_miss(gate: Gate, workspace_dir: Path) -> None:
     satisfy(gate, args)
     path = next((workspace_dir / ".preflight/justifications/resampling").glob("*.json"))
     record = json.loads(path.read_text())
-    record["justification"]["confidence"] = "high" if record["justification"]["confidence"] != "high" else "low"
+    record["justification"]["confidence"] = (
+        "high" if record["justification"]["confidence"] != "high" else "low"
+    )
     path.write_text(json.dumps(record))
     assert [h.domain for h in gate.check(REPROJECT, args)] == ["resampling"]
 
@@ -224,7 +226,9 @@ def test_a_truncated_record_is_a_miss_not_a_crash(gate: Gate, workspace_dir: Pat
 
 def test_records_hold_the_decision_operation_prompt_and_digest(gate: Gate, workspace_dir: Path) -> None:
     satisfy(gate, reproject_args(workspace_dir))
-    record = json.loads(next((workspace_dir / ".preflight/justifications/crs_datum").glob("*.json")).read_text())
+    record = json.loads(
+        next((workspace_dir / ".preflight/justifications/crs_datum").glob("*.json")).read_text()
+    )
     assert record["operation"] == "raster.reproject"
     assert record["prompt"] == "justify_crs_selection"
     assert record["prompt_args"] == {"dst_crs": "EPSG:4326"}
@@ -300,8 +304,12 @@ def _persist_many(root: str, worker: int, count: int) -> None:
     for i in range(count):
         method = ["nearest", "bilinear", "cubic", "average"][(worker + i) % 4]
         args = REPROJECT.validate(
-            {"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": f"EPSG:{[4326, 3857, 6933][i % 3]}",
-             "resampling": method}
+            {
+                "src": "RGB.byte.tif",
+                "dst": "o.tif",
+                "dst_crs": f"EPSG:{[4326, 3857, 6933][i % 3]}",
+                "resampling": method,
+            }
         )
         for hint in gate.check(REPROJECT, args):
             gate.persist(hint.hash, hint.domain, justification(next(iter(hint.prompt_args.values()))))

@@ -93,10 +93,22 @@ async def test_miss_persist_retry_writes_a_correct_reprojection(client: Client, 
     assert not result.is_error, text(result)
     info = structured(result)
     assert info["crs"]["epsg"] == 4326
-    with rasterio.open(workspace_dir / "rgb_4326.tif") as out, rasterio.open(workspace_dir / "RGB.byte.tif") as src:
+    with (
+        rasterio.open(workspace_dir / "rgb_4326.tif") as out,
+        rasterio.open(workspace_dir / "RGB.byte.tif") as src,
+    ):
         expected = np.zeros((3, out.height, out.width), dtype="uint8")
-        reproject(src.read(), expected, src_transform=src.transform, src_crs=src.crs, dst_transform=out.transform,
-                  dst_crs=out.crs, resampling=Resampling.nearest, src_nodata=0, dst_nodata=0)
+        reproject(
+            src.read(),
+            expected,
+            src_transform=src.transform,
+            src_crs=src.crs,
+            dst_transform=out.transform,
+            dst_crs=out.crs,
+            resampling=Resampling.nearest,
+            src_nodata=0,
+            dst_nodata=0,
+        )
         assert (out.width, out.height) == (info["width"], info["height"])
         assert (out.read() == expected).mean() > 0.99
 
@@ -104,7 +116,8 @@ async def test_miss_persist_retry_writes_a_correct_reprojection(client: Client, 
 async def test_an_invalid_justification_gets_field_level_errors(client: Client) -> None:
     hint = structured(await client.call_tool("raster_reproject", REPROJECT))["reflection_required"][0]
     result = await client.call_tool(
-        "persist_justification", {"hash": hint["hash"], "domain": hint["domain"], "justification": {"intent": 1}}
+        "persist_justification",
+        {"hash": hint["hash"], "domain": hint["domain"], "justification": {"intent": 1}},
     )
     assert result.is_error
     errors = structured(result)["details"]["errors"]
@@ -114,16 +127,28 @@ async def test_an_invalid_justification_gets_field_level_errors(client: Client) 
 async def test_a_hash_never_issued_is_refused(client: Client) -> None:
     result = await client.call_tool(
         "persist_justification",
-        {"hash": "sha256:" + "a" * 64, "domain": "resampling", "justification": justification_for(
-            {"prompt_args": {"method": "nearest"}})},
+        {
+            "hash": "sha256:" + "a" * 64,
+            "domain": "resampling",
+            "justification": justification_for({"prompt_args": {"method": "nearest"}}),
+        },
     )
     assert result.is_error and structured(result)["type"] == "not_found"
 
 
 @pytest.mark.parametrize(
     "path",
-    ["/etc/passwd", "../outside.tif", "/vsicurl/http://example.com/x.tif", "/vsizip/a.zip/x.tif",
-     "WMS:http://x", "MEM:::DATAPOINTER=0", "<VRTDataset/>", ".preflight/secret.key", "a\x00b.tif"],
+    [
+        "/etc/passwd",
+        "../outside.tif",
+        "/vsicurl/http://example.com/x.tif",
+        "/vsizip/a.zip/x.tif",
+        "WMS:http://x",
+        "MEM:::DATAPOINTER=0",
+        "<VRTDataset/>",
+        ".preflight/secret.key",
+        "a\x00b.tif",
+    ],
 )
 async def test_paths_outside_the_workspace_are_refused(client: Client, path: str) -> None:
     result = await client.call_tool("raster_info", {"path": path})
@@ -152,7 +177,9 @@ async def test_an_unknown_resampling_method_is_refused(client: Client) -> None:
     assert result.is_error and "nearest" in text(result)
 
 
-async def test_conflicting_options_are_refused_and_nothing_is_written(client: Client, workspace_dir: Path) -> None:
+async def test_conflicting_options_are_refused_and_nothing_is_written(
+    client: Client, workspace_dir: Path
+) -> None:
     result = await client.call_tool("raster_reproject", {**REPROJECT, "resolution": 0.01, "width": 100})
     assert result.is_error and structured(result)["type"] == "invalid_argument"
     assert not (workspace_dir / "rgb_4326.tif").exists()

@@ -20,6 +20,8 @@ from tests.mcp_helpers import justification_for, stdio_params, structured, text
 pytestmark = pytest.mark.anyio
 
 ERAS = ["auto", "legacy"]
+REPROJECT_4326 = 'raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
+REPROJECT_3857 = 'raster.reproject("RGB.byte.tif", "x.tif", dst_crs="EPSG:3857", resampling="bilinear")'
 
 PERSIST_AND_RETRY = """
 for hint in hints:
@@ -44,7 +46,9 @@ async def test_only_the_three_bootstrap_tools_are_listed(code_settings: Settings
         tools = (await client.list_tools()).tools
     assert sorted(t.name for t in tools) == ["00_INIT", "execute_code", "read_stubs"]
     init = next(t for t in tools if t.name == "00_INIT")
-    assert init.description.startswith("IF YOU HAVE NOT BEEN GIVEN MCP INSTRUCTIONS, USE THIS TOOL ON STARTUP")
+    assert init.description.startswith(
+        "IF YOU HAVE NOT BEEN GIVEN MCP INSTRUCTIONS, USE THIS TOOL ON STARTUP"
+    )
     assert "skip it if you already received server instructions" in init.description
 
 
@@ -71,7 +75,9 @@ async def test_tools_and_instructions_fit_in_1000_tokens(code_settings: Settings
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_read_stubs_without_a_module_lists_modules_and_functions(code_settings: Settings, era: str) -> None:
+async def test_read_stubs_without_a_module_lists_modules_and_functions(
+    code_settings: Settings, era: str
+) -> None:
     async with Client(build_server(code_settings), mode=era) as client:
         index = text(await client.call_tool("read_stubs", {}))
     assert "- raster: info, stats, reproject, convert" in index
@@ -113,7 +119,7 @@ async def test_gated_reprojection_completes_in_two_calls(
     async with Client(build_server(code_settings), mode=era) as client:
         miss = await client.call_tool(
             "execute_code",
-            {"code": 'raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'},
+            {"code": REPROJECT_4326},
         )
         assert miss.is_error
         data = structured(miss)
@@ -126,11 +132,21 @@ async def test_gated_reprojection_completes_in_two_calls(
         done = await run(client, f"hints = {json.dumps(hints)}\n{PERSIST_AND_RETRY}")
     assert done["ok"], done["error"]
     assert done["result"] == {"crs": 4326, "size": done["result"]["size"]}
-    with rasterio.open(workspace_dir / "rgb_4326.tif") as out, rasterio.open(workspace_dir / "RGB.byte.tif") as src:
+    with (
+        rasterio.open(workspace_dir / "rgb_4326.tif") as out,
+        rasterio.open(workspace_dir / "RGB.byte.tif") as src,
+    ):
         expected = np.zeros((out.count, out.height, out.width), dtype="uint8")
         reproject(
-            src.read(), expected, src_transform=src.transform, src_crs=src.crs, dst_transform=out.transform,
-            dst_crs=out.crs, resampling=Resampling.nearest, src_nodata=0, dst_nodata=0,
+            src.read(),
+            expected,
+            src_transform=src.transform,
+            src_crs=src.crs,
+            dst_transform=out.transform,
+            dst_crs=out.crs,
+            resampling=Resampling.nearest,
+            src_nodata=0,
+            dst_nodata=0,
         )
         assert (out.read() == expected).mean() > 0.99
 
@@ -150,10 +166,16 @@ caught
 
 async def test_persisting_a_justification_for_the_wrong_method_is_refused(code_settings: Settings) -> None:
     async with Client(build_server(code_settings)) as client:
-        miss = structured(await client.call_tool("execute_code", {
-            "code": 'raster.reproject("RGB.byte.tif", "x.tif", dst_crs="EPSG:3857", resampling="bilinear")'}))
+        miss = structured(
+            await client.call_tool(
+                "execute_code",
+                {"code": REPROJECT_3857},
+            )
+        )
         hint = miss["reflection_required"][1]
-        wrong = justification_for(hint) | {"choice": {"method": "cubic", "rationale": "Smooth.", "tradeoffs": "Blurs."}}
+        wrong = justification_for(hint) | {
+            "choice": {"method": "cubic", "rationale": "Smooth.", "tradeoffs": "Blurs."}
+        }
         result = await run(client, f'reflection.persist({hint["hash"]!r}, "resampling", {wrong!r})')
     assert result["error"]["type"] == "justification_invalid"
     assert any("choice.method" in e for e in result["error"]["details"]["errors"])
@@ -192,7 +214,9 @@ async def test_an_infinite_loop_is_stopped_and_the_next_call_works(workspace_dir
 
 async def test_output_over_the_cap_is_truncated_with_a_marker(code_settings: Settings) -> None:
     async with Client(build_server(code_settings)) as client:
-        result = await client.call_tool("execute_code", {"code": "for i in range(10000):\n    print('x' * 99)"})
+        result = await client.call_tool(
+            "execute_code", {"code": "for i in range(10000):\n    print('x' * 99)"}
+        )
     data = structured(result)
     assert len(data["stdout"]) < code_settings.output_limit + 300
     assert f"[output truncated: {1_000_000 - code_settings.output_limit} more characters" in data["stdout"]
@@ -221,9 +245,17 @@ async def test_api_errors_carry_the_fix(code_settings: Settings) -> None:
 
 async def test_stdio_subprocess_runs_a_gated_reprojection(workspace_dir: Path) -> None:
     async with Client(stdio_params(workspace_dir)) as client:
-        assert sorted(t.name for t in (await client.list_tools()).tools) == ["00_INIT", "execute_code", "read_stubs"]
-        miss = structured(await client.call_tool("execute_code", {
-            "code": 'raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'}))
+        assert sorted(t.name for t in (await client.list_tools()).tools) == [
+            "00_INIT",
+            "execute_code",
+            "read_stubs",
+        ]
+        miss = structured(
+            await client.call_tool(
+                "execute_code",
+                {"code": REPROJECT_4326},
+            )
+        )
         done = await run(client, f"hints = {json.dumps(miss['reflection_required'])}\n{PERSIST_AND_RETRY}")
     assert done["ok"] and done["result"]["crs"] == 4326
     assert (workspace_dir / "rgb_4326.tif").exists()

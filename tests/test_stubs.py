@@ -72,13 +72,17 @@ def test_stub_signature_equals_the_runtime_binding(
     assert [(p.name, p.kind, p.default) for p in stub_sig.parameters.values()] == [
         (p.name, p.kind, p.default) for p in runtime_sig.parameters.values()
     ]
-    runtime_hints = {name: typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
-                     for name, tp in op.hints.items()}
+    runtime_hints = {
+        name: typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
+        for name, tp in op.hints.items()
+    }
     assert _hints(stub, vars(stub_modules[op.namespace])) == runtime_hints
 
 
 @pytest.mark.parametrize("op", CATALOG, ids=lambda op: op.qualname)
-def test_stub_return_type_lists_every_result_field(stub_modules: dict[str, types.ModuleType], op: Any) -> None:
+def test_stub_return_type_lists_every_result_field(
+    stub_modules: dict[str, types.ModuleType], op: Any
+) -> None:
     stub = getattr(stub_modules[op.namespace], op.name)
     returned = typing.get_type_hints(stub, globalns=vars(stub_modules[op.namespace]))["return"]
     assert returned.__name__ == op.result.__name__

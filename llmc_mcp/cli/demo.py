@@ -31,12 +31,21 @@ JUSTIFICATIONS = {
     "crs_datum": {
         "intent": "Overlay a Landsat RGB scene on a web map whose layers are stored in WGS 84 lat/lon.",
         "alternatives": [
-            {"method": "EPSG:3857", "why_not": "The other layers are in lat/lon; Web Mercator would need a "
-             "second reprojection on display."},
-            {"method": "keep EPSG:32618", "why_not": "The viewer cannot place UTM data next to lat/lon layers."},
+            {
+                "method": "EPSG:3857",
+                "why_not": "The other layers are in lat/lon; Web Mercator would need a "
+                "second reprojection on display.",
+            },
+            {
+                "method": "keep EPSG:32618",
+                "why_not": "The viewer cannot place UTM data next to lat/lon layers.",
+            },
         ],
-        "choice": {"method": "EPSG:4326", "rationale": "Same CRS and datum (WGS 84) as every other layer.",
-                   "tradeoffs": "Degrees are not square on the ground at 35N; areas must not be measured on it."},
+        "choice": {
+            "method": "EPSG:4326",
+            "rationale": "Same CRS and datum (WGS 84) as every other layer.",
+            "tradeoffs": "Degrees are not square on the ground at 35N; areas must not be measured on it.",
+        },
         "confidence": "high",
     },
     "resampling": {
@@ -45,8 +54,11 @@ JUSTIFICATIONS = {
             {"method": "nearest", "why_not": "Stair-step artefacts along edges when the grid rotates."},
             {"method": "cubic", "why_not": "Overshoots at sharp edges and costs more for no visible gain."},
         ],
-        "choice": {"method": "bilinear", "rationale": "Smooth interpolation of continuous values.",
-                   "tradeoffs": "Slight smoothing; output values are new (interpolated) numbers."},
+        "choice": {
+            "method": "bilinear",
+            "rationale": "Smooth interpolation of continuous values.",
+            "tradeoffs": "Slight smoothing; output values are new (interpolated) numbers.",
+        },
         "confidence": "medium",
     },
 }
@@ -130,10 +142,15 @@ def _store_report(workspace: Path) -> Step:
 async def _code_story(client: Client, t: Transcript) -> None:
     t.add("00_INIT: the guide", "00_INIT()", await client.call_tool("00_INIT", {}))
     t.add("read_stubs: the index", "read_stubs()", await client.call_tool("read_stubs", {}))
-    t.add("read_stubs: raster", "read_stubs('raster')", await client.call_tool("read_stubs", {"module": "raster"}))
+    t.add(
+        "read_stubs: raster",
+        "read_stubs('raster')",
+        await client.call_tool("read_stubs", {"module": "raster"}),
+    )
     inspect_code = (
         f'info = raster.info("{SAMPLE}")\n'
-        'print(info["width"], "x", info["height"], info["count"], "bands", info["dtypes"][0], info["crs"]["name"])\n'
+        'print(info["width"], "x", info["height"], info["count"], "bands", info["dtypes"][0],\n'
+        '      info["crs"]["name"])\n'
         f'stats = raster.stats("{SAMPLE}", percentiles=[50])\n'
         '[(b["band"], round(b["mean"], 1), b["percentiles"]["p50"]) for b in stats["bands"]]'
     )
@@ -142,13 +159,18 @@ async def _code_story(client: Client, t: Transcript) -> None:
     miss = await _execute(client, t, "execute_code: reproject (gate miss)", reproject)
     hints = (miss.structured_content or {}).get("reflection_required", [])
     persist = "".join(
-        f'reflection.persist("{h["hash"]}", "{h["domain"]}", {JUSTIFICATIONS[h["domain"]]!r})\n' for h in hints
+        f'reflection.persist("{h["hash"]}", "{h["domain"]}", {JUSTIFICATIONS[h["domain"]]!r})\n'
+        for h in hints
     )
     retry = persist + reproject + '\n{k: out[k] for k in ("width", "height", "crs", "res")}'
     await _execute(client, t, "execute_code: persist + retry", retry)
     await _execute(client, t, "execute_code: same call again (cached)", reproject + '\nout["crs"]["epsg"]')
-    await _execute(client, t, "execute_code: reflection report",
-                   '[(r["domain"], r["choice"], r["confidence"]) for r in reflection.report()]')
+    await _execute(
+        client,
+        t,
+        "execute_code: reflection report",
+        '[(r["domain"], r["choice"], r["confidence"]) for r in reflection.report()]',
+    )
 
 
 async def _execute(client: Client, t: Transcript, title: str, code: str) -> CallToolResult:
@@ -162,9 +184,16 @@ async def _classic_story(client: Client, t: Transcript) -> None:
     args = {"src": SAMPLE, "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
     miss = t.add("raster_reproject (gate miss)", args, await client.call_tool("raster_reproject", args))
     for hint in (miss.structured_content or {}).get("reflection_required", []):
-        persist = {"hash": hint["hash"], "domain": hint["domain"], "justification": JUSTIFICATIONS[hint["domain"]]}
-        t.add(f"persist_justification ({hint['domain']})", persist,
-              await client.call_tool("persist_justification", persist))
+        persist = {
+            "hash": hint["hash"],
+            "domain": hint["domain"],
+            "justification": JUSTIFICATIONS[hint["domain"]],
+        }
+        t.add(
+            f"persist_justification ({hint['domain']})",
+            persist,
+            await client.call_tool("persist_justification", persist),
+        )
     t.add("raster_reproject (retry)", args, await client.call_tool("raster_reproject", args))
     t.add("raster_reproject (cached)", args, await client.call_tool("raster_reproject", args))
 
@@ -193,13 +222,24 @@ def _print_rich(transcript: Transcript, total: int) -> None:
 
     console = Console()
     console.rule(f"llmc-mcp demo, {transcript.mode} mode")
-    console.print(f"tool definitions + instructions: [bold]{transcript.fixed_tokens}[/] tokens (sent every turn)")
+    console.print(
+        f"tool definitions + instructions: [bold]{transcript.fixed_tokens}[/] tokens (sent every turn)"
+    )
     for number, step in enumerate(transcript.steps, 1):
         style = "red" if step.is_error else "green"
-        body = Syntax(step.request, "python", word_wrap=True) if transcript.mode == "code" and step.request else (
-            step.request)
-        console.print(Panel(body or "", title=f"{number}. {step.title}", subtitle=f"{step.tokens} tokens",
-                            border_style=style))
+        body = (
+            Syntax(step.request, "python", word_wrap=True)
+            if transcript.mode == "code" and step.request
+            else (step.request)
+        )
+        console.print(
+            Panel(
+                body or "",
+                title=f"{number}. {step.title}",
+                subtitle=f"{step.tokens} tokens",
+                border_style=style,
+            )
+        )
         console.print(_clip(step.response), markup=False, highlight=False)
     console.rule(f"total: {total} tokens in calls")
 

@@ -28,27 +28,46 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="Run the MCP server (stdio by default).")
     serve.add_argument(
-        "--mode", choices=("code", "classic"), default=None,
+        "--mode",
+        choices=("code", "classic"),
+        default=None,
         help="code (default): 00_INIT, read_stubs, execute_code. classic: one tool per operation. "
         "Env: LLMC_MCP_MODE.",
     )
-    serve.add_argument("--workspace", type=Path, default=None,
-                       help="Directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                       help="stdio (default) or streamable HTTP.")
+    serve.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="Directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.",
+    )
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP."
+    )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1).")
     serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000).")
-    serve.add_argument("--log-level", choices=_LOG_LEVELS, default="WARNING", type=str.upper,
-                       help="Log level on stderr (default WARNING).")
+    serve.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="WARNING",
+        type=str.upper,
+        help="Log level on stderr (default WARNING).",
+    )
     _add_limit_flags(serve)
 
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
     stubs.add_argument("--out", type=Path, required=True, help="Directory to write the stubs into.")
 
-    demo = commands.add_parser("demo", help="Watch a scripted host drive the server over stdio (no LLM needed).")
+    demo = commands.add_parser(
+        "demo", help="Watch a scripted host drive the server over stdio (no LLM needed)."
+    )
     demo.add_argument("--mode", choices=("code", "classic"), default="code", help="Which face to drive.")
-    demo.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                      help="Use DIR as the workspace and keep it (default: a temporary directory).")
+    demo.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Use DIR as the workspace and keep it (default: a temporary directory).",
+    )
     demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
 
     report = commands.add_parser("justifications", help="List the stored justifications of a workspace.")
@@ -58,10 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--exec-timeout", type=float, default=None, metavar="SECONDS",
-                        help="Wall-time limit of one execute_code call (default 30). Env: LLMC_MCP_EXEC_TIMEOUT.")
-    parser.add_argument("--memory-mb", type=int, default=None, metavar="MIB",
-                        help="Memory limit of a code-mode worker (default 2048). Env: LLMC_MCP_MEMORY_MB.")
+    parser.add_argument(
+        "--exec-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Wall-time limit of one execute_code call (default 30). Env: LLMC_MCP_EXEC_TIMEOUT.",
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="Memory limit of a code-mode worker (default 2048). Env: LLMC_MCP_MEMORY_MB.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +126,9 @@ def _settings(args: argparse.Namespace):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     from llmc_mcp.server.app import build_server
 
     server = build_server(_settings(args))
@@ -142,6 +172,8 @@ def _justifications(args: argparse.Namespace) -> int:
     if not records:
         print(f"no justifications in {workspace.preflight_dir}")
     for r in records:
-        print(f"{r.created_at}  {r.domain:<16} {json.dumps(r.prompt_args)[:60]:<60} "
-              f"{r.justification.confidence:<6} {r.operation}")
+        print(
+            f"{r.created_at}  {r.domain:<16} {json.dumps(r.prompt_args)[:60]:<60} "
+            f"{r.justification.confidence:<6} {r.operation}"
+        )
     return 0

@@ -178,4 +178,3 @@ def _describe_error(err: Mapping[str, Any]) -> str:
     if err.get("type") == "missing":
         return f"{where}: required"
     return f"{where}: {err.get('msg', 'invalid')}"
-

@@ -7,18 +7,10 @@ from typing import Annotated
 
 from pydantic import Field
 from pyproj import CRS
-from pyproj.exceptions import CRSError
 
-from llmc_mcp.errors import CrsError
+from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.models import AreaOfUse, Axis, CrsInfo, CrsKind, Ellipsoid
-
-_CRS_FIX = "Pass an EPSG code ('EPSG:4326'), WKT, a PROJ string or PROJJSON."
-MAX_CRS_CHARS = 100_000
-"""Far above any real WKT or PROJJSON (EPSG's longest are ~10 k characters)."""
-
-# PROJ "+init=file:key" reads definition files (absolute paths included); EPSG codes cover every real use.
-_INIT = re.compile(r"(^|[\s+])init\s*=", re.IGNORECASE)
 
 _AREA = "area"
 _CONFORMAL = "conformal"
@@ -63,36 +55,6 @@ Pseudo-Mercator (EPSG:3857) is deliberately absent: its spherical formulas on an
 make it neither conformal nor equal-area."""
 
 
-def parse_crs(value: str, argument: str = "crs") -> CRS:
-    """A pyproj CRS from any user text PROJ understands, or a :class:`CrsError` with the fix.
-
-    Messages quote at most the first 200 characters of the input: PROJ's own message echoes all of it.
-    """
-    text = str(value).strip()
-    if len(text) > MAX_CRS_CHARS:
-        raise CrsError(
-            f"{argument} is {len(text)} characters long; no CRS definition needs more than {MAX_CRS_CHARS}.",
-            fix=_CRS_FIX,
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # PROJ takes UTF-8; a lone surrogate would escape as an internal error instead.
-        raise CrsError(
-            f"{argument} contains characters that are not valid Unicode (lone surrogates).", fix=_CRS_FIX
-        ) from None
-    if _INIT.search(text):
-        raise CrsError(
-            f"{argument}: PROJ '+init=' definitions are not accepted ({text[:200]!r}).",
-            fix="Use the EPSG code instead, e.g. 'EPSG:4326' for '+init=epsg:4326'.",
-        )
-    try:
-        return CRS.from_user_input(text)
-    except CRSError as exc:
-        reason = str(exc).replace(text, "<input>")[:300]
-        raise CrsError(f"Unknown CRS {text[:200]!r}: {reason}", fix=_CRS_FIX) from None
-
-
 @operation("crs", read_only=True)
 def info(
     ctx: OperationContext,
@@ -118,7 +80,7 @@ def info(
     """
     parsed = parse_crs(crs)
     horizontal = _horizontal(parsed)
-    epsg, authority = _identify(parsed)
+    epsg, authority = identify(parsed)
     method = _projection_method(horizontal)
     area = parsed.area_of_use
     axes = [
@@ -151,20 +113,6 @@ def info(
         preserves=list(_preserves(method)),
         wkt=parsed.to_wkt() if include_wkt else None,
     )
-
-
-def _identify(crs: CRS) -> tuple[int | None, str | None]:
-    """The EPSG code and the preferred 'AUTH:CODE' of an exact (100%) match, in one PROJ search.
-
-    A bound CRS (+towgs84) is never an authority CRS, and PROJ's search for one takes many seconds.
-    """
-    if crs.is_bound:
-        return None, None
-    matches = crs.list_authority(min_confidence=100)
-    epsg = next((int(m.code) for m in matches if m.auth_name == "EPSG" and m.code.isdigit()), None)
-    if epsg is not None:
-        return epsg, f"EPSG:{epsg}"
-    return None, f"{matches[0].auth_name}:{matches[0].code}" if matches else None
 
 
 def _kind(crs: CRS) -> CrsKind:

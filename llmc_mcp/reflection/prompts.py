@@ -63,9 +63,7 @@ class PromptTemplate:
         match = _FRONT_MATTER.match(source)
         if match is None:
             raise ValueError(f"prompt {name}: missing '---' front matter")
-        meta = dict(
-            line.split(":", 1) for line in match["meta"].splitlines() if line.strip() and ":" in line
-        )
+        meta = dict(line.split(":", 1) for line in match["meta"].splitlines() if line.strip() and ":" in line)
         arguments = tuple(a.strip() for a in meta.get("arguments", "").split(",") if a.strip())
         return cls(name, meta.get("description", "").strip(), arguments, match["body"])
 

@@ -20,7 +20,6 @@ MAX_JUSTIFICATION_CHARS = 16_000
 """Serialized size cap: long enough for real reasoning, short enough to keep records cheap."""
 
 
-
 class Alternative(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -41,7 +40,9 @@ class Justification(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    intent: str = Field(min_length=3, max_length=4000, description="What the result is for and what must hold.")
+    intent: str = Field(
+        min_length=3, max_length=4000, description="What the result is for and what must hold."
+    )
     alternatives: list[Alternative] = Field(min_length=1, max_length=10)
     choice: Choice
     confidence: Literal["low", "medium", "high"]
@@ -70,7 +71,12 @@ def validate_justification(payload: Any, decision: Decision) -> Justification:
     except CrsError:
         given = justification.choice.method
     if given != expected:
-        _fail([f"choice.method: {justification.choice.method!r} is not the value being justified ({expected!r})"])
+        _fail(
+            [
+                f"choice.method: {justification.choice.method!r} is not the value being justified "
+                f"({expected!r})"
+            ]
+        )
     rejected = {_safe_normalize(decision.domain, alt.method) for alt in justification.alternatives}
     if expected in rejected:
         _fail(["alternatives: the chosen method is also listed as a rejected alternative"])

@@ -13,10 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from pyproj import CRS
-from pyproj.exceptions import CRSError
-
-from llmc_mcp.errors import CrsError
+from llmc_mcp.crs_text import identify, parse_crs
 
 Domain = Literal["crs_datum", "resampling", "format_selection"]
 DOMAINS: frozenset[str] = frozenset(get_args(Domain))
@@ -53,19 +50,18 @@ class ReflectionSpec:
         return Decision(self.domain, self.prompt, decided, self.subject)
 
 
-def normalize_crs(value: str) -> str:
-    """A stable text for a CRS: ``EPSG:<code>`` where the definition is exactly one, else WKT2."""
-    try:
-        crs = CRS.from_user_input(value)
-    except CRSError as exc:
-        raise CrsError(
-            f"Unknown CRS {str(value)[:200]!r}: {exc}",
-            fix="Pass an EPSG code ('EPSG:4326'), WKT, a PROJ string or PROJJSON.",
-        ) from None
-    authority = crs.to_authority(min_confidence=100)
-    if authority is not None:
-        return f"{authority[0]}:{authority[1]}"
-    return crs.to_wkt()
+def normalize_crs(value: str, argument: str = "crs") -> str:
+    """A stable text for a CRS: ``AUTH:CODE`` (EPSG preferred) where the definition is exactly one, else WKT2.
+
+    The text is read by :func:`~llmc_mcp.crs_text.parse_crs`, the rules every CRS argument follows,
+    so a definition the operations refuse (``+init=``, oversized, lone surrogates) can be neither a
+    cache key nor a justified ``choice.method``. The authority match is
+    :func:`~llmc_mcp.crs_text.identify`'s, which skips PROJ's many-second search for a bound
+    (``+towgs84``) CRS: the gate normalizes on every call, before any justification is checked.
+    """
+    crs = parse_crs(value, argument)
+    _, authority = identify(crs)
+    return authority if authority is not None else crs.to_wkt()
 
 
 def normalize_subject(domain: str, value: object) -> str:
@@ -79,7 +75,7 @@ def normalize_subject(domain: str, value: object) -> str:
 
 
 def _reproject_crs(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"dst_crs": normalize_crs(args["dst_crs"])}
+    return {"dst_crs": normalize_crs(args["dst_crs"], "dst_crs")}
 
 
 def _reproject_resampling(args: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
             description=_tool_description(op),
             annotations=ToolAnnotations(
                 read_only_hint=op.read_only,
-                destructive_hint=False if op.read_only else True,
+                destructive_hint=not op.read_only,
                 idempotent_hint=True,
                 open_world_hint=False,
             ),
@@ -92,8 +92,10 @@ def _persist_tool(runtime: Runtime) -> Any:
         domain: Annotated[str, Field(description="The hint's domain.")],
         justification: Annotated[
             dict[str, Any],
-            Field(description="{intent, alternatives: [{method, why_not}], choice: {method, rationale, "
-                  "tradeoffs}, confidence: low|medium|high}"),
+            Field(
+                description="{intent, alternatives: [{method, why_not}], choice: {method, rationale, "
+                "tradeoffs}, confidence: low|medium|high}"
+            ),
         ],
     ) -> CallToolResult:
         call = functools.partial(runtime.gate.persist, hash, domain, justification)

@@ -51,7 +51,9 @@ class StubSet:
             for namespace in NAMESPACES
         ]
         lines.append(f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}, ReflectionRequired, ApiError")
-        index = _template("index.md.tmpl").substitute(lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES))
+        index = _template("index.md.tmpl").substitute(
+            lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES)
+        )
         return cls(modules, index.strip())
 
 
@@ -132,13 +134,18 @@ def _render_namespace(namespace: str) -> str:
     ops = [op for op in CATALOG if op.namespace == namespace]
     renderer = _Renderer(ops)
     functions = [_render_function(op, renderer) for op in ops]
-    return _template("module.py.tmpl").substitute(
-        namespace=namespace,
-        summary="; ".join(f"{op.name}: {op.summary.rstrip('.')}" for op in ops) + ".",
-        aliases="\n".join(renderer.aliases.values()) + "\n" if renderer.aliases else "",
-        results="\n\n\n".join(renderer.typed_dicts.values()) + "\n\n" if renderer.typed_dicts else "",
-        functions="\n\n".join(functions),
-    ).rstrip() + "\n"
+    return (
+        _template("module.py.tmpl")
+        .substitute(
+            namespace=namespace,
+            summary="; ".join(f"{op.name}: {op.summary.rstrip('.')}" for op in ops) + ".",
+            aliases="\n".join(renderer.aliases.values()) + "\n" if renderer.aliases else "",
+            results="\n\n\n".join(renderer.typed_dicts.values()) + "\n\n" if renderer.typed_dicts else "",
+            functions="\n\n".join(functions),
+        )
+        .rstrip()
+        + "\n"
+    )
 
 
 def _render_function(op: Operation, renderer: _Renderer) -> str:
@@ -170,9 +177,14 @@ def _render_function(op: Operation, renderer: _Renderer) -> str:
 def _render_reflection() -> str:
     prompts = PromptLibrary.default()
     example = prompts.get("justify_resampling_method")
-    return _template("reflection.py.tmpl").substitute(
-        domains=", ".join(sorted(DOMAINS)),
-        max_chars=MAX_JUSTIFICATION_CHARS,
-        example_prompt=example.name,
-        example_args=", ".join(f'{a}="bilinear"' for a in example.arguments),
-    ).rstrip() + "\n"
+    return (
+        _template("reflection.py.tmpl")
+        .substitute(
+            domains=", ".join(sorted(DOMAINS)),
+            max_chars=MAX_JUSTIFICATION_CHARS,
+            example_prompt=example.name,
+            example_args=", ".join(f'{a}="bilinear"' for a in example.arguments),
+        )
+        .rstrip()
+        + "\n"
+    )

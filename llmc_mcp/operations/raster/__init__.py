@@ -1,0 +1,16 @@
+"""The ``raster`` namespace: describe, summarise, reproject and convert workspace rasters.
+
+One module per operation (:mod:`.info`, :mod:`.stats`, :mod:`.reproject`, :mod:`.convert`), each
+holding the catalog entry and the code only it uses; :mod:`.accumulate` (streaming statistics),
+:mod:`.grid` (a reprojection's output grid) and :mod:`.output` (the atomic GeoTIFF write shared by
+reproject and convert) are their helpers. Every operation streams: statistics read windows of at
+most ~1 M pixels, and reprojection and conversion write block by block, so memory does not grow
+with the raster.
+"""
+
+from llmc_mcp.operations.raster.convert import convert
+from llmc_mcp.operations.raster.info import info
+from llmc_mcp.operations.raster.reproject import reproject
+from llmc_mcp.operations.raster.stats import stats
+
+__all__ = ["convert", "info", "reproject", "stats"]

@@ -1,0 +1,216 @@
+"""``raster.convert``: rewrite a raster as GeoTIFF or COG with another compression, layout, overviews.
+
+Only the encoding changes (and, for lossy compressions, pixel values). The copy is GDAL's
+(``rasterio.shutil.copy``), so pixels, georeferencing, masks and metadata come across as GDAL
+carries them; GTiff overviews are built inside the written file afterwards. The atomic write and
+the creation options are :mod:`.output`'s, shared with ``raster.reproject``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import rasterio
+import rasterio.shutil
+from pydantic import Field
+from rasterio.enums import OverviewResampling as RioOverviewResampling
+from rasterio.io import DatasetReader
+
+from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.models import Compression, OverviewResampling, RasterInfo
+from llmc_mcp.operations.raster.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS
+
+AUTO_OVERVIEW_MIN_SIDE = 256
+
+
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+    """Refuse a conversion that cannot run before the gate asks for its justification."""
+    preflight_output(ctx, args, _plan_copy)
+
+
+@operation(
+    "raster",
+    read_only=False,
+    reflection=(CONVERT_LOSSY, CONVERT_OVERVIEWS),
+    inputs=("src",),
+    outputs=("dst",),
+    preflight=_preflight,
+)
+def convert(
+    ctx: OperationContext,
+    src: Annotated[str, Field(description="Workspace-relative input raster.")],
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+    ],
+    driver: Annotated[
+        Literal["GTiff", "COG"],
+        Field(description="'GTiff', or 'COG' for a Cloud Optimized GeoTIFF (always tiled, overviews last)."),
+    ] = "GTiff",
+    compress: Annotated[
+        Compression, Field(description="Compression; JPEG/WEBP/LERC* are lossy and need a justification.")
+    ] = "DEFLATE",
+    predictor: Annotated[
+        Literal[1, 2, 3] | None,
+        Field(description="1 none, 2 integer, 3 floating point; null picks 2 or 3 for DEFLATE/LZW/ZSTD."),
+    ] = None,
+    tiled: Annotated[
+        bool, Field(description="Tiled layout (blocksize x blocksize); False writes strips.")
+    ] = True,
+    blocksize: Annotated[
+        int,
+        Field(
+            description="Tile size in pixels (rows per strip when not tiled): a multiple of 16 in 16..4096."
+        ),
+    ] = 512,
+    overviews: Annotated[
+        list[int] | Literal["auto"] | None,
+        Field(
+            description="Overview factors such as [2, 4, 8], or 'auto' (halve until the smaller side is "
+            "under 256 pixels); null for none. COG accepts only 'auto' or null."
+        ),
+    ] = None,
+    overview_resampling: Annotated[
+        OverviewResampling,
+        Field(
+            description="How overview pixels are computed: 'nearest'/'mode' for categories, else 'average'..."
+        ),
+    ] = "nearest",
+    quality: Annotated[
+        int | None,
+        Field(description="JPEG/WEBP quality 1..100 (JPEG default 75); only with those compressions."),
+    ] = None,
+) -> RasterInfo:
+    """Rewrite a raster as GeoTIFF or Cloud Optimized GeoTIFF with a chosen compression, layout, overviews.
+
+    Pixels, CRS, grid, nodata, masks, band descriptions, colour interpretation and tags are copied;
+    only the encoding changes (and pixel values too for lossy JPEG/WEBP/LERC). COG goes through
+    GDAL's COG driver and validates as a COG; its overviews are 'auto' (regenerated with
+    ``overview_resampling``) or none. For GTiff, overviews are built inside the file after the copy.
+    'auto' factors are 2, 4, 8, ... until the overview's smaller side is under 256 pixels (none for a
+    raster already that small). The output is written beside ``dst`` and renamed onto it when
+    complete. JPEG on data with a nodata value blurs the nodata edges: prefer a lossless compression
+    for such data.
+
+    Errors: InvalidArgument for options that do not apply: COG with tiled=False or explicit factors,
+    blocksize not a multiple of 16 in 16..4096, predictor 2 on float or 3 on integer data, predictor
+    or quality with a compression that has none, JPEG/WEBP on non-uint8 data, WEBP without 3/4 bands,
+    overview factors below 2, overview_resampling without overviews, src == dst; RasterError when
+    reading or writing fails.
+    """
+    return write_output(
+        ctx,
+        src,
+        dst,
+        _plan_copy,
+        driver=driver,
+        compress=compress,
+        predictor=predictor,
+        tiled=tiled,
+        blocksize=blocksize,
+        overviews=overviews,
+        overview_resampling=overview_resampling,
+        quality=quality,
+    )
+
+
+@dataclass(frozen=True)
+class _CopyPlan:
+    driver: str
+    options: dict[str, str]
+    overview_factors: list[int]
+    overview_resampling: str
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        rasterio.shutil.copy(source, str(tmp), driver=self.driver, **self.options)
+        if self.driver == "GTiff" and self.overview_factors:
+            with rasterio.open(tmp, "r+") as out:
+                out.build_overviews(self.overview_factors, RioOverviewResampling[self.overview_resampling])
+
+
+def _plan_copy(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    driver: str,
+    compress: str,
+    predictor: int | None,
+    tiled: bool,
+    blocksize: int,
+    overviews: list[int] | str | None,
+    overview_resampling: str,
+    quality: int | None,
+) -> _CopyPlan:
+    """Every check of a conversion, and the creation options and overview factors it resolves to."""
+    if driver == "COG" and not tiled:
+        raise InvalidArgument(
+            "driver='COG' is always tiled; tiled=False does not apply.", fix="Drop tiled=False."
+        )
+    if not (16 <= blocksize <= 4096 and blocksize % 16 == 0):
+        raise InvalidArgument(
+            f"blocksize={blocksize} must be a multiple of 16 in 16..4096.",
+            fix="Pass 256 or 512 (the default).",
+        )
+    requested = _check_overviews(overviews, driver, overview_resampling)
+    dtype = single_dtype(source, ctx.workspace.relative(Path(source.name)))
+    options = creation_options(ctx, compress, dtype, source.count, predictor, quality, cog=driver == "COG")
+    factors = _auto_factors(source.width, source.height) if requested == "auto" else (requested or [])
+    if driver == "COG":
+        options["BLOCKSIZE"] = str(blocksize)
+        if factors:
+            options.update(
+                OVERVIEWS="IGNORE_EXISTING",
+                OVERVIEW_COUNT=str(len(factors)),
+                OVERVIEW_RESAMPLING=_gdal_resampling_name(overview_resampling),
+            )
+        else:
+            options["OVERVIEWS"] = "NONE"
+    else:
+        options["BLOCKYSIZE"] = str(blocksize)
+        if tiled:
+            options.update(TILED="YES", BLOCKXSIZE=str(blocksize))
+    return _CopyPlan(driver, options, factors, overview_resampling)
+
+
+def _check_overviews(
+    overviews: list[int] | str | None, driver: str, resampling: str
+) -> list[int] | Literal["auto"] | None:
+    if overviews is None or (isinstance(overviews, list) and not overviews):
+        if resampling != "nearest":
+            raise InvalidArgument(
+                f"overview_resampling='{resampling}' was given but no overviews are built.",
+                fix="Pass overviews='auto' (or factors such as [2, 4, 8]), or drop overview_resampling.",
+            )
+        return None
+    if overviews == "auto":
+        return "auto"
+    assert isinstance(overviews, list)
+    if driver == "COG":
+        raise InvalidArgument(
+            f"driver='COG' builds its own power-of-two overviews; explicit factors {overviews} do not apply.",
+            fix="With driver='COG' pass overviews='auto' (or null for none); use driver='GTiff' for factors.",
+        )
+    bad = [f for f in overviews if f < 2]
+    if bad:
+        raise InvalidArgument(
+            f"overview factors {bad} must be 2 or more.", fix="Pass factors such as [2, 4, 8]."
+        )
+    return sorted(set(overviews))
+
+
+def _auto_factors(width: int, height: int) -> list[int]:
+    factors: list[int] = []
+    factor = 1
+    while math.ceil(min(width, height) / factor) >= AUTO_OVERVIEW_MIN_SIDE:
+        factor *= 2
+        factors.append(factor)
+    return factors
+
+
+def _gdal_resampling_name(name: str) -> str:
+    return name.replace("_", "").upper()

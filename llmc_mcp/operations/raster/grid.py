@@ -1,0 +1,138 @@
+"""The output grid of ``raster.reproject``: extent, pixel size and pixel count in the target CRS.
+
+Without grid options the grid is GDAL's suggestion (the whole source footprint at about the source
+resolution); ``resolution``, ``width``/``height`` and ``bounds`` override parts of it the way
+``gdalwarp -tr``/``-ts``/``-te`` do. Computed from the source header alone, so a preflight can
+refuse an absurd grid before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from affine import Affine
+from rasterio.crs import CRS as RioCRS
+from rasterio.io import DatasetReader
+from rasterio.vrt import WarpedVRT
+
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
+
+MAX_OUTPUT_PIXELS = 1 << 32
+"""Per band. A typo in a resolution (metres vs degrees) should fail fast, not fill the disk."""
+
+
+def check_grid_args(
+    resolution: float | tuple[float, float] | None,
+    width: int | None,
+    height: int | None,
+    bounds: tuple[float, float, float, float] | None,
+) -> tuple[tuple[float, float] | None, int | None, int | None, tuple[float, float, float, float] | None]:
+    """Each grid option alone is sane, and resolution is not combined with width/height; resolution
+    comes back as an (x, y) pair."""
+    if resolution is not None and (width is not None or height is not None):
+        raise InvalidArgument(
+            "resolution conflicts with width/height: both set the pixel size.",
+            fix="Pass either resolution or width/height, not both.",
+        )
+    res = None
+    if resolution is not None:
+        res = (float(resolution), float(resolution)) if isinstance(resolution, int | float) else resolution
+        if not all(math.isfinite(r) and r > 0 for r in res):
+            raise InvalidArgument(
+                f"resolution {resolution} must be positive and finite.",
+                fix="Pass the pixel size in dst_crs units, e.g. 30 (metres) or 0.00025 (degrees).",
+            )
+    for name, value in (("width", width), ("height", height)):
+        if value is not None and value < 1:
+            raise InvalidArgument(
+                f"{name}={value} must be at least 1.", fix=f"Pass a positive {name} in pixels."
+            )
+    if bounds is not None:
+        left, bottom, right, top = bounds
+        if not all(math.isfinite(v) for v in bounds):
+            raise InvalidArgument(
+                f"bounds {bounds} must be finite numbers.", fix="Pass (left, bottom, right, top)."
+            )
+        if left >= right or bottom >= top:
+            raise InvalidArgument(
+                f"bounds {bounds} are empty: they need left < right and bottom < top.",
+                fix="Pass (left, bottom, right, top) in dst_crs units, e.g. (-10, 35, 30, 60) in degrees.",
+            )
+    return res, width, height, bounds
+
+
+def target_grid(
+    ctx: OperationContext,
+    source: DatasetReader,
+    target: RioCRS,
+    dst_crs: str,
+    res: tuple[float, float] | None,
+    width: int | None,
+    height: int | None,
+    bounds: tuple[float, float, float, float] | None,
+) -> tuple[Affine, int, int]:
+    """The output transform, width and height: GDAL's suggested grid with the given options applied.
+
+    Refuses a grid over MAX_OUTPUT_PIXELS per band: a resolution typed in the wrong units should fail
+    here, not fill the disk.
+    """
+    if bounds is not None and (width is not None or height is not None):
+        extent = bounds
+    else:
+        default, default_w, default_h = _default_grid(ctx, source, target, dst_crs)
+        if bounds is None and res is None and width is None and height is None:
+            return default, default_w, default_h
+        extent = bounds or (
+            default.c,
+            default.f + default_h * default.e,
+            default.c + default_w * default.a,
+            default.f,
+        )
+        if res is None and width is None and height is None:
+            res = (default.a, -default.e)
+    left, bottom, right, top = extent
+    if res is not None:
+        # gdalwarp -te -tr keeps the top-left corner and rounds the size; without bounds, cover the
+        # footprint (the tolerance keeps float noise in an exact fit from adding a pixel).
+        def fit(pixels: float) -> int:
+            return max(1, round(pixels) if bounds is not None else math.ceil(pixels - 1e-6))
+
+        out_w, out_h = fit((right - left) / res[0]), fit((top - bottom) / res[1])
+        transform = Affine(res[0], 0.0, left, 0.0, -res[1], top)
+    else:
+        aspect = (right - left) / (top - bottom)
+        if width is not None and height is not None:
+            out_w, out_h = width, height
+        elif width is not None:
+            out_w, out_h = width, max(1, round(width / aspect))
+        else:
+            assert height is not None
+            out_w, out_h = max(1, round(height * aspect)), height
+        transform = Affine((right - left) / out_w, 0.0, left, 0.0, -(top - bottom) / out_h, top)
+    if out_w * out_h > MAX_OUTPUT_PIXELS:
+        raise InvalidArgument(
+            f"the output would be {out_w}x{out_h} pixels per band (over {MAX_OUTPUT_PIXELS}).",
+            fix="Check resolution/width/height: the pixel size is in dst_crs units (degrees or metres).",
+        )
+    return transform, out_w, out_h
+
+
+def _default_grid(
+    ctx: OperationContext, source: DatasetReader, target: RioCRS, dst_crs: str
+) -> tuple[Affine, int, int]:
+    # A WarpedVRT suggests the grid from the source's full geotransform; calculate_default_transform
+    # would only see the bounds and lose a rotation.
+    try:
+        with WarpedVRT(source, crs=target) as vrt:
+            return vrt.transform, vrt.width, vrt.height
+    except (*GDAL_ERRORS, ValueError) as exc:
+        shown = ctx.workspace.relative(Path(source.name))
+        raise RasterError(
+            f"The extent of '{shown}' cannot be computed in {dst_crs[:100]!r} "
+            f"({translate_gdal_error(exc, ctx, Path(source.name))}).",
+            fix="Pass bounds (left, bottom, right, top) in dst_crs units together with resolution or "
+            "width/height, or choose a CRS whose area of use covers the raster (crs.info).",
+        ) from None

@@ -1,0 +1,94 @@
+"""``raster.info``: what a raster file is, from its header alone.
+
+:func:`describe` is also what ``raster.reproject`` and ``raster.convert`` return for the file they
+wrote, so every face sees one shape of raster description.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+from rasterio.crs import CRS as RioCRS
+from rasterio.io import DatasetReader
+
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.models import Bounds, CrsRef, RasterInfo
+
+MAX_TAGS = 50
+MAX_TAG_CHARS = 500
+
+
+@operation("raster", read_only=True, inputs=("path",))
+def info(
+    ctx: OperationContext,
+    path: Annotated[str, Field(description="Workspace-relative raster file, e.g. 'data/dem.tif'.")],
+    include_wkt: Annotated[bool, Field(description="Also return the CRS as WKT2 (long).")] = False,
+) -> RasterInfo:
+    """Describe a raster: size, bands, data types, CRS, grid, nodata, layout, overviews and metadata.
+
+    Reads the header only, never pixels, so it is cheap on a file of any size and works on files
+    whose pixel data is damaged. The CRS is reported by EPSG code where the file's CRS is one
+    (``crs.epsg``), else by name; ask for ``include_wkt`` to get the full definition. ``transform``
+    is the affine geotransform: non-zero b/d mean a rotated grid, which some tools ignore.
+    ``mask_flags`` say where validity comes from (nodata value, internal mask or alpha band).
+    Metadata tags are capped at 50 keys and 500 characters per value (``tags_truncated``).
+
+    Errors: NotFound if the file does not exist, RasterError if it is not a raster GDAL can read.
+    """
+    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+        return describe(ctx, ds, include_wkt)
+
+
+def describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> RasterInfo:
+    """The RasterInfo of an open dataset, from its header; corners go through the full transform so a
+    rotated grid still gets its true bounds."""
+    file = Path(ds.name)
+    t = ds.transform
+    corners = [t @ (col, row) for col, row in ((0, 0), (ds.width, 0), (0, ds.height), (ds.width, ds.height))]
+    xs, ys = [c[0] for c in corners], [c[1] for c in corners]
+    structure = ds.tags(ns="IMAGE_STRUCTURE")
+    tags, truncated = _bounded_tags(ds.tags())
+    return RasterInfo(
+        path=ctx.workspace.relative(file),
+        driver=ds.driver,
+        width=ds.width,
+        height=ds.height,
+        count=ds.count,
+        dtypes=list(ds.dtypes),
+        crs=_crs_ref(ds.crs, include_wkt),
+        transform=(t.a, t.b, t.c, t.d, t.e, t.f),
+        bounds=Bounds(left=min(xs), bottom=min(ys), right=max(xs), top=max(ys)),
+        res=(float(ds.res[0]), float(ds.res[1])),
+        nodata=[None if v is None else float(v) for v in ds.nodatavals],
+        mask_flags=[[flag.name for flag in flags] for flags in ds.mask_flag_enums],
+        block_shapes=[(int(h), int(w)) for h, w in ds.block_shapes],
+        compression=structure.get("COMPRESSION"),
+        interleave=structure.get("INTERLEAVE"),
+        overviews=[ds.overviews(i) for i in ds.indexes],
+        descriptions=list(ds.descriptions),
+        colorinterp=[ci.name for ci in ds.colorinterp],
+        tags=tags,
+        tags_truncated=truncated,
+        file_size_bytes=file.stat().st_size,
+    )
+
+
+def _crs_ref(crs: RioCRS | None, include_wkt: bool) -> CrsRef | None:
+    if crs is None:
+        return None
+    parsed = parse_crs(crs.to_wkt())
+    return CrsRef(epsg=crs.to_epsg(), name=parsed.name, wkt=parsed.to_wkt() if include_wkt else None)
+
+
+def _bounded_tags(tags: dict[str, str]) -> tuple[dict[str, str], bool]:
+    kept = dict(list(tags.items())[:MAX_TAGS])
+    truncated = len(kept) < len(tags)
+    for key, value in kept.items():
+        if len(value) > MAX_TAG_CHARS:
+            kept[key] = value[:MAX_TAG_CHARS]
+            truncated = True
+    return kept, truncated

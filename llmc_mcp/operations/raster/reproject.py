@@ -1,0 +1,303 @@
+"""``raster.reproject``: warp a raster to another CRS and write a tiled GeoTIFF, block by block.
+
+The plan (:func:`_plan_warp`) resolves the target CRS, grid (:mod:`.grid`), nodata and creation
+options from the source header; writing streams a GDAL ``WarpedVRT`` into the output in windows of
+about 16 MB, so rasters larger than memory work. The atomic write and the src/dst checks are
+:mod:`.output`'s, shared with ``raster.convert``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import rasterio
+from pydantic import Field
+from rasterio.crs import CRS as RioCRS
+from rasterio.enums import ColorInterp
+from rasterio.enums import Resampling as RioResampling
+from rasterio.io import DatasetReader
+from rasterio.vrt import WarpedVRT
+from rasterio.windows import Window
+
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
+from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
+from llmc_mcp.operations.raster.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
+
+OUTPUT_BLOCK = 512
+WRITE_CHUNK_BYTES = 16 << 20
+"""Pixel bytes (data and mask) reprojection holds per output window."""
+WARP_MEM_MB = 256
+
+
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+    """Refuse a reprojection that cannot run before the gate asks for its justification."""
+    preflight_output(ctx, args, _plan_warp)
+
+
+@operation(
+    "raster",
+    read_only=False,
+    reflection=(REPROJECT_CRS, REPROJECT_RESAMPLING, CONVERT_LOSSY),
+    inputs=("src",),
+    outputs=("dst",),
+    preflight=_preflight,
+)
+def reproject(
+    ctx: OperationContext,
+    src: Annotated[str, Field(description="Workspace-relative input raster (must have a CRS).")],
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+    ],
+    dst_crs: Annotated[
+        str,
+        Field(description="Target CRS: EPSG code ('EPSG:6933'), WKT, PROJ string or PROJJSON."),
+    ],
+    resampling: Annotated[
+        Resampling,
+        Field(
+            description="How output pixels are computed: 'nearest' or 'mode' for categories; "
+            "'bilinear'/'cubic'/'average' for continuous values; 'sum' to conserve totals."
+        ),
+    ] = "nearest",
+    resolution: Annotated[
+        float | tuple[float, float] | None,
+        Field(description="Output pixel size in dst_crs units: one number or (x, y). Excludes width/height."),
+    ] = None,
+    width: Annotated[
+        int | None,
+        Field(description="Output columns. Without height, height keeps the extent's aspect ratio."),
+    ] = None,
+    height: Annotated[
+        int | None,
+        Field(description="Output rows. Without width, width keeps the extent's aspect ratio."),
+    ] = None,
+    bounds: Annotated[
+        tuple[float, float, float, float] | None,
+        Field(description="Output extent (left, bottom, right, top) in dst_crs units, like gdalwarp -te."),
+    ] = None,
+    src_nodata: Annotated[
+        float | None, Field(description="Treat this source value as nodata (overrides the file's nodata).")
+    ] = None,
+    dst_nodata: Annotated[
+        float | None,
+        Field(description="Nodata value of the output; default: the source nodata (see the rule below)."),
+    ] = None,
+    compress: Annotated[
+        Compression,
+        Field(description="Output compression; JPEG/WEBP/LERC* are lossy and need a justification."),
+    ] = "DEFLATE",
+) -> RasterInfo:
+    """Reproject a raster to another CRS and write a tiled GeoTIFF; returns the output's raster.info.
+
+    The output grid defaults to GDAL's suggestion: the whole source footprint at about the source
+    resolution. ``resolution`` or ``width``/``height`` (not both) set the pixel size or count; width
+    or height alone derives the other from the extent's aspect ratio. ``bounds`` sets the extent
+    like ``gdalwarp -te``: with a resolution (given or suggested) the top-left corner is kept and the
+    size rounded to whole pixels; with width/height the pixels may be non-square. Without bounds, a
+    resolution keeps the suggested top-left corner and rounds the size up to cover the footprint.
+
+    Areas outside the source footprint are never silent zeros. Rule: the output nodata is
+    ``dst_nodata``, else the source nodata (``src_nodata`` or the file's), else NaN for float
+    data. An integer source without nodata gets no nodata value: a source alpha band carries
+    validity through the warp, otherwise an internal mask (mask_flags 'per_dataset') marks where the
+    output has data. Band descriptions, colour interpretation, colour map, scales/offsets/units and
+    metadata tags are carried over (stale STATISTICS_* tags are not). The output is a 512x512-tiled
+    GeoTIFF (BigTIFF when needed), predictor 2/3 with DEFLATE/LZW/ZSTD, written block by block so
+    rasters larger than memory work, and renamed onto ``dst`` only when complete.
+
+    Errors: InvalidArgument for conflicting or out-of-range grid options, src == dst, a nodata value
+    the data type cannot hold, a compression the data cannot use (JPEG/WEBP need uint8), or an output
+    over 2**32 pixels per band; CrsError for an unknown dst_crs; RasterError when the source has no
+    CRS, its extent cannot be expressed in dst_crs (pass bounds), or reading/writing fails.
+    """
+    return write_output(
+        ctx,
+        src,
+        dst,
+        _plan_warp,
+        dst_crs=dst_crs,
+        resampling=resampling,
+        resolution=resolution,
+        width=width,
+        height=height,
+        bounds=bounds,
+        src_nodata=src_nodata,
+        dst_nodata=dst_nodata,
+        compress=compress,
+    )
+
+
+@dataclass(frozen=True)
+class _WarpPlan:
+    dtype: np.dtype
+    use_mask: bool
+    profile: dict[str, Any]
+    vrt_options: dict[str, Any]
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        with (
+            WarpedVRT(source, **self.vrt_options) as vrt,
+            rasterio.open(tmp, "w", **self.profile) as out,
+        ):
+            _carry_metadata(source, out)
+            _copy_warped(vrt, out, source.count, self.dtype, self.use_mask)
+
+
+def _plan_warp(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    dst_crs: str,
+    resampling: str,
+    resolution: float | tuple[float, float] | None,
+    width: int | None,
+    height: int | None,
+    bounds: tuple[float, float, float, float] | None,
+    src_nodata: float | None,
+    dst_nodata: float | None,
+    compress: str,
+) -> _WarpPlan:
+    """Every check and choice of a reprojection, made on the source header without reading pixels."""
+    grid_args = check_grid_args(resolution, width, height, bounds)
+    target = _rio_crs(normalize_crs(dst_crs, "dst_crs"))
+    method = _warp_resampling(resampling)
+    shown = ctx.workspace.relative(Path(source.name))
+    if source.crs is None:
+        raise RasterError(
+            f"src: '{shown}' has no CRS, so there is nothing to reproject from.",
+            fix="Use a georeferenced raster (raster.info shows crs); GCP-only rasters are not supported.",
+        )
+    dtype = single_dtype(source, shown)
+    nodata = _output_nodata(source, dtype, src_nodata, dst_nodata)
+    options = creation_options(ctx, compress, dtype, source.count, None, None, cog=False)
+    transform, out_width, out_height = target_grid(ctx, source, target, dst_crs, *grid_args)
+    use_mask = nodata is None and ColorInterp.alpha not in source.colorinterp
+    profile: dict[str, Any] = {
+        "driver": "GTiff",
+        "width": out_width,
+        "height": out_height,
+        "count": source.count,
+        "dtype": dtype.name,
+        "crs": target,
+        "transform": transform,
+        "nodata": nodata,
+        "tiled": True,
+        "blockxsize": OUTPUT_BLOCK,
+        "blockysize": OUTPUT_BLOCK,
+        **options,
+    }
+    vrt_options: dict[str, Any] = {
+        "crs": target,
+        "transform": transform,
+        "width": out_width,
+        "height": out_height,
+        "resampling": method,
+        "add_alpha": use_mask,
+        "init_dest_nodata": True,
+        "warp_mem_limit": WARP_MEM_MB,
+        "NUM_THREADS": str(ctx.num_threads),
+    }
+    # Passing None would not mean "the file's value" to WarpedVRT but "no source nodata".
+    if src_nodata is not None:
+        vrt_options["src_nodata"] = src_nodata
+    if nodata is not None:
+        vrt_options["nodata"] = nodata
+    return _WarpPlan(dtype=dtype, use_mask=use_mask, profile=profile, vrt_options=vrt_options)
+
+
+def _rio_crs(normalized: str) -> RioCRS:
+    # Never from_user_input on raw text: GDAL would accept a file name there and read it. EPSG codes
+    # go straight in; other authorities (OGC:CRS84, IGNF:LAMB93) go through PROJ's WKT, not GDAL.
+    if normalized.startswith("EPSG:") and normalized[5:].isdigit():
+        return RioCRS.from_epsg(int(normalized[5:]))
+    return RioCRS.from_wkt(parse_crs(normalized).to_wkt())
+
+
+def _warp_resampling(name: str) -> RioResampling:
+    try:
+        return RioResampling[name]
+    except KeyError:
+        raise InvalidArgument(
+            f"resampling '{name}' is not available in this GDAL build.",
+            fix="Use one of: " + ", ".join(r.name for r in RioResampling if r.name != "gauss") + ".",
+        ) from None
+
+
+def _output_nodata(
+    source: DatasetReader, dtype: np.dtype, src_nodata: float | None, dst_nodata: float | None
+) -> float | None:
+    if src_nodata is not None:
+        _check_nodata(src_nodata, dtype, "src_nodata")
+    if dst_nodata is not None:
+        _check_nodata(dst_nodata, dtype, "dst_nodata")
+        return dst_nodata
+    inherited = src_nodata if src_nodata is not None else source.nodata
+    if inherited is not None:
+        return inherited
+    return math.nan if dtype.kind == "f" else None
+
+
+def _check_nodata(value: float, dtype: np.dtype, argument: str) -> None:
+    if dtype.kind == "f":
+        if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
+            raise InvalidArgument(
+                f"{argument}={value} does not fit in {dtype.name}.",
+                fix=f"Pass a value {dtype.name} can hold.",
+            )
+        return
+    if dtype.kind in "iu":
+        limits = np.iinfo(dtype)
+        if not (math.isfinite(value) and value == int(value) and limits.min <= value <= limits.max):
+            raise InvalidArgument(
+                f"{argument}={value} is not a {dtype.name} value (whole number, {limits.min}..{limits.max}).",
+                fix=f"Pass a whole number in {limits.min}..{limits.max} that the data does not use.",
+            )
+
+
+def _carry_metadata(source: DatasetReader, out: Any) -> None:
+    out.colorinterp = source.colorinterp
+    for i in source.indexes:
+        if source.descriptions[i - 1]:
+            out.set_band_description(i, source.descriptions[i - 1])
+        band_tags = {k: v for k, v in source.tags(i).items() if not k.startswith("STATISTICS_")}
+        if band_tags:
+            out.update_tags(i, **band_tags)
+    out.update_tags(**source.tags())
+    if any(s != 1 for s in source.scales) or any(o != 0 for o in source.offsets):
+        out.scales = source.scales
+        out.offsets = source.offsets
+    if any(source.units):
+        out.units = [u or "" for u in source.units]
+    if source.colorinterp[0] == ColorInterp.palette:
+        # A palette interpretation without a table (ValueError) leaves nothing to carry.
+        with contextlib.suppress(ValueError):
+            out.write_colormap(1, source.colormap(1))
+
+
+def _copy_warped(vrt: WarpedVRT, out: Any, count: int, dtype: np.dtype, use_mask: bool) -> None:
+    bands = list(range(1, count + 1))
+    # The alpha band has the data type; the mask written from it is one byte per pixel.
+    per_pixel = count * dtype.itemsize + (dtype.itemsize + 1 if use_mask else 0)
+    for window in _write_windows(out.width, out.height, per_pixel):
+        out.write(vrt.read(bands, window=window), window=window)
+        if use_mask:
+            out.write_mask(vrt.read(count + 1, window=window) > 0, window=window)
+
+
+def _write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
+    """Windows aligned to the 512-pixel output tiles, about WRITE_CHUNK_BYTES each."""
+    tiles = max(1, math.isqrt(max(1, WRITE_CHUNK_BYTES // bytes_per_pixel)) // OUTPUT_BLOCK)
+    side = tiles * OUTPUT_BLOCK
+    for row in range(0, height, side):
+        for col in range(0, width, side):
+            yield Window(col, row, min(side, width - col), min(side, height - row))

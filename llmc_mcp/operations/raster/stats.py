@@ -1,0 +1,196 @@
+"""``raster.stats``: per-band statistics of valid pixels, streamed window by window.
+
+This module decides what to read (every pixel in block-aligned windows of ~1 M pixels, or one
+decimated read with ``approx=True``) and what counts as valid; the arithmetic is
+:mod:`~llmc_mcp.operations.raster.accumulate`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+from pydantic import Field
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.models import RasterStats
+from llmc_mcp.operations.raster.accumulate import BandAccumulator
+
+CHUNK_PIXELS = 1 << 20
+"""Pixels per band read at once by stats (and the pixel budget of approx=True)."""
+MAX_HISTOGRAM_BINS = 10_000
+
+
+@operation("raster", read_only=True, inputs=("path",))
+def stats(
+    ctx: OperationContext,
+    path: Annotated[str, Field(description="Workspace-relative raster file.")],
+    bands: Annotated[
+        list[int] | None, Field(description="Band numbers (1-based) to summarise; default: all bands.")
+    ] = None,
+    percentiles: Annotated[
+        list[float], Field(description="Percentiles to compute, each in [0, 100]; [] for none.")
+    ] = (2.0, 25.0, 50.0, 75.0, 98.0),  # type: ignore[assignment]  # immutable default, validated as a list
+    histogram_bins: Annotated[
+        int | None,
+        Field(description="Also count valid pixels in this many equal bins over [min, max] (1-10000)."),
+    ] = None,
+    approx: Annotated[
+        bool,
+        Field(
+            description="Summarise a decimated read of at most ~1 M pixels per band (using overviews where "
+            "the file has them) instead of every pixel: fast on huge files, but not exact."
+        ),
+    ] = False,
+) -> RasterStats:
+    """Per-band statistics of valid pixels: min, max, mean, std, counts, percentiles, optional histogram.
+
+    Valid means not nodata: pixels equal to the band's nodata value, masked by an internal mask or
+    alpha band, and (for floating-point bands) NaN or ±Inf are counted in ``nodata_count`` and
+    excluded from everything else. Streams over windows of ~1 M pixels, so memory stays flat on any
+    file size; mean and std are merged per window in float64 (numerically stable). Percentiles use
+    numpy's default linear interpolation and are exact for 8/16-bit integer bands and integer bands
+    with a value range under ~1 M; other bands take a second pass through a 65536-bin histogram, so
+    a percentile may be off by (max - min) / 65536. ``method`` says which applied. With
+    ``approx=True`` the answer describes a decimated sample (``approx`` and ``method`` say so).
+
+    Errors: InvalidArgument for a band outside 1..count, a percentile outside [0, 100] or
+    histogram_bins outside 1..10000; RasterError when pixel data cannot be read (damaged file).
+    """
+    wanted = _check_percentiles(percentiles)
+    if histogram_bins is not None and not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
+        raise InvalidArgument(
+            f"histogram_bins={histogram_bins} is outside 1..{MAX_HISTOGRAM_BINS}.",
+            fix="Pass a bin count such as 256, or null for no histogram.",
+        )
+    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+        shown = ctx.workspace.relative(Path(ds.name))
+        indexes = _check_bands(ds, bands, shown)
+        complex_bands = [b for b in indexes if np.dtype(ds.dtypes[b - 1]).kind == "c"]
+        if complex_bands:
+            raise InvalidArgument(
+                f"bands {complex_bands} of '{shown}' are complex-valued: they have no order or percentiles.",
+                fix="Summarise the other bands (pass bands=[...]).",
+            )
+        reads, how, approximate = _plan_reads(ds, approx)
+        accumulators = {
+            b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(wanted), histogram_bins) for b in indexes
+        }
+        for window, shape in reads:
+            for b in indexes:
+                values, excluded = _read_valid(ctx, ds, b, window, shape)
+                accumulators[b].first(values, excluded)
+        second = [b for b in indexes if accumulators[b].begin_second()]
+        if second:
+            for window, shape in reads:
+                for b in second:
+                    accumulators[b].second(_read_valid(ctx, ds, b, window, shape)[0])
+        results = [accumulators[b].result(b, wanted, histogram_bins) for b in indexes]
+        mean_methods = sorted({accumulators[b].mean_method for b in indexes})
+        percentile_methods = sorted({accumulators[b].percentile_method for b in indexes if wanted})
+    method = how + " Nodata values, mask/alpha-masked pixels and (float bands) NaN/±Inf are excluded."
+    method += " Mean/std: " + "; ".join(mean_methods) + "."
+    if percentile_methods:
+        method += " Percentiles: " + "; ".join(percentile_methods) + "."
+    return RasterStats(path=shown, bands=results, approx=approximate, method=method)
+
+
+def _check_percentiles(percentiles: Sequence[float]) -> list[float]:
+    bad = [p for p in percentiles if not (math.isfinite(p) and 0 <= p <= 100)]
+    if bad:
+        raise InvalidArgument(
+            f"percentiles {bad} are outside [0, 100].",
+            fix="Pass values such as [5, 50, 95] (50 is the median).",
+        )
+    return list(dict.fromkeys(float(p) for p in percentiles))
+
+
+def _check_bands(ds: DatasetReader, bands: Sequence[int] | None, shown: str) -> list[int]:
+    if bands is None:
+        return list(ds.indexes)
+    if not bands:
+        raise InvalidArgument("bands is an empty list.", fix="Omit bands (null) for all bands, or list some.")
+    bad = [b for b in bands if not 1 <= b <= ds.count]
+    if bad:
+        raise InvalidArgument(
+            f"bands {bad} do not exist in '{shown}', which has {ds.count} band(s).",
+            fix=f"Band numbers start at 1: pass values in 1..{ds.count}.",
+        )
+    if len(set(bands)) != len(bands):
+        raise InvalidArgument(f"bands {list(bands)} lists a band twice.", fix="List each band once.")
+    return list(bands)
+
+
+Read = tuple[Window | None, tuple[int, int] | None]
+
+
+def _plan_reads(ds: DatasetReader, approx: bool) -> tuple[list[Read], str, bool]:
+    """The windows (or the single decimated read) to make, a sentence saying so, and whether it samples."""
+    pixels = ds.width * ds.height
+    if approx:
+        factor = math.ceil(math.sqrt(pixels / CHUNK_PIXELS))
+        if factor > 1:
+            shape = (math.ceil(ds.height / factor), math.ceil(ds.width / factor))
+            overviews = ds.overviews(1)
+            source = (
+                f"GDAL served it from the file's overviews {overviews} where one fits"
+                if overviews
+                else "the file has no overviews, so GDAL subsampled the full-resolution pixels"
+            )
+            how = (
+                f"Approximate: a 1/{factor} nearest-neighbour decimated read of {shape[1]}x{shape[0]} pixels "
+                f"per band instead of {ds.width}x{ds.height} ({source}); all figures describe that sample."
+            )
+            return [(None, shape)], how, True
+    windows = list(_windows(ds))
+    how = f"Exact: every pixel read in {len(windows)} window(s) of at most ~{CHUNK_PIXELS} pixels."
+    if approx:
+        how += " (approx=True had nothing to save: the raster is already this small.)"
+    return [(w, None) for w in windows], how, False
+
+
+def _windows(ds: DatasetReader) -> Iterator[Window]:
+    """Windows of about CHUNK_PIXELS, aligned to blocks where blocks are smaller than that.
+
+    Alignment lets each block be decoded once per pass; a block larger than the budget is read in
+    several windows (GDAL's block cache decodes it once) rather than blowing the budget.
+    """
+    block_h, block_w = ds.block_shapes[0]
+    if block_w >= ds.width:
+        cols = min(ds.width, CHUNK_PIXELS)
+    else:
+        cols = min(ds.width, CHUNK_PIXELS, max(1, math.isqrt(CHUNK_PIXELS) // block_w) * block_w)
+    rows_fit = max(1, CHUNK_PIXELS // cols)
+    rows = min(ds.height, (rows_fit // block_h) * block_h or rows_fit)
+    for row in range(0, ds.height, rows):
+        for col in range(0, ds.width, cols):
+            yield Window(col, row, min(cols, ds.width - col), min(rows, ds.height - row))
+
+
+def _read_valid(
+    ctx: OperationContext, ds: DatasetReader, band: int, window: Window | None, shape: tuple[int, int] | None
+) -> tuple[np.ndarray, int]:
+    """The valid values of one band in one read, flattened, and how many pixels were excluded."""
+    try:
+        data = ds.read(band, window=window, out_shape=shape, masked=True)
+    except GDAL_ERRORS as exc:
+        shown = ctx.workspace.relative(Path(ds.name))
+        raise RasterError(
+            f"'{shown}': the pixel data of band {band} could not be read "
+            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
+            fix="The file is damaged or truncated: re-create or re-download it. raster.info still works "
+            "on it because it reads only the header.",
+        ) from None
+    valid = ~np.ma.getmaskarray(data)
+    raw = np.ma.getdata(data)
+    if raw.dtype.kind in "fc":
+        valid &= np.isfinite(raw)
+    values = raw[valid]
+    return values, int(valid.size - values.size)
