@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llmc_mcp.cli.main import main
-from llmc_mcp.operations import CATALOG, NAMESPACES, OperationContext
+from llmc_mcp.operations import CATALOG, NAMESPACES, OperationContext, namespace_operations
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.sandbox.bindings import build_modules
 from llmc_mcp.stubs.render import REFLECTION_FUNCTIONS, StubSet
@@ -111,3 +111,12 @@ def test_stubs_command_writes_importable_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["INDEX.md", "crs.py", "raster.py", "reflection.py"]
     for path in tmp_path.glob("*.py"):
         compile(path.read_text(), path.name, "exec")
+
+
+@pytest.mark.parametrize("op", CATALOG, ids=lambda op: op.qualname)
+def test_one_function_stub_compiles_and_is_smaller_than_its_module(stubs: StubSet, op: Any) -> None:
+    source = stubs.get(op.qualname)
+    assert source is not None
+    compile(source, f"{op.qualname}.py", "exec")
+    assert f"def {op.name}(" in source
+    assert len(source) < len(stubs.modules[op.namespace]) or len(namespace_operations(op.namespace)) == 1

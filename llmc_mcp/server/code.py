@@ -123,20 +123,24 @@ def build_code_server(runtime: Runtime) -> MCPServer:
 
     @server.tool(
         name="read_stubs",
-        description="No argument: index of the Python modules. With a module name: its typed stub source.",
+        description=(
+            "No argument: index of the Python modules. With a module name ('raster') or a function "
+            "('raster.reproject'): its typed stub source."
+        ),
         annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
         structured_output=False,
     )
     def read_stubs(module: str | None = None) -> CallToolResult:
         if module is None:
             return CallToolResult(content=[_text(stubs.index)])
-        source = stubs.modules.get(module.removesuffix(".py").strip())
+        source = stubs.get(module)
         if source is None:
             return error_result(
                 {
                     "type": "not_found",
-                    "message": f"No stub module named {module!r}.",
-                    "fix": f"Valid modules: {', '.join(stubs.modules)}.",
+                    "message": f"No stub module or function named {module!r}.",
+                    "fix": f"Valid modules: {', '.join(stubs.modules)}; or one function such as "
+                    f"'{next(iter(stubs.functions))}'.",
                 }
             )
         return CallToolResult(content=[_text(source)])

@@ -37,14 +37,28 @@ def _template(name: str) -> string.Template:
 
 @dataclass(frozen=True)
 class StubSet:
-    """Rendered stub sources by module name, and the index shown by ``read_stubs()``."""
+    """Rendered stub sources by module name, per function, and the index shown by ``read_stubs()``.
+
+    A whole module documents every result shape; ``raster.reproject`` alone is a fraction of the
+    tokens, with only the aliases and result types that one function uses.
+    """
 
     modules: dict[str, str]
+    functions: dict[str, str]
     index: str
+
+    def get(self, name: str) -> str | None:
+        """A module's stub (``raster``) or one function's (``raster.reproject``)."""
+        name = name.strip().removesuffix(".py")
+        return self.modules.get(name) or self.functions.get(name)
 
     @classmethod
     def render(cls) -> StubSet:
-        modules = {namespace: _render_namespace(namespace) for namespace in NAMESPACES}
+        modules = {
+            namespace: _render_module(namespace, [op for op in CATALOG if op.namespace == namespace])
+            for namespace in NAMESPACES
+        }
+        functions = {op.qualname: _render_module(op.qualname, [op]) for op in CATALOG}
         modules["reflection"] = _render_reflection()
         lines = [
             f"- {namespace}: {', '.join(op.name for op in CATALOG if op.namespace == namespace)}"
@@ -54,7 +68,7 @@ class StubSet:
         index = _template("index.md.tmpl").substitute(
             lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES)
         )
-        return cls(modules, index.strip())
+        return cls(modules, functions, index.strip())
 
 
 def write_stubs(directory: Path, stubs: StubSet | None = None) -> list[Path]:
@@ -130,15 +144,16 @@ class _Renderer:
         return name
 
 
-def _render_namespace(namespace: str) -> str:
-    ops = [op for op in CATALOG if op.namespace == namespace]
+def _render_module(title: str, ops: list[Operation]) -> str:
     renderer = _Renderer(ops)
     functions = [_render_function(op, renderer) for op in ops]
     return (
         _template("module.py.tmpl")
         .substitute(
-            namespace=namespace,
-            summary="; ".join(f"{op.name}: {op.summary.rstrip('.')}" for op in ops) + ".",
+            namespace=title,
+            summary=ops[0].summary
+            if len(ops) == 1
+            else "; ".join(f"{op.name}: {op.summary.rstrip('.')}" for op in ops) + ".",
             aliases="\n".join(renderer.aliases.values()) + "\n" if renderer.aliases else "",
             results="\n\n\n".join(renderer.typed_dicts.values()) + "\n\n" if renderer.typed_dicts else "",
             functions="\n\n".join(functions),
