@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,24 @@ def test_concurrent_processes_persisting_leave_only_valid_records(workspace_dir:
     records = list(store.records())
     assert len(records) == len(files) == 3 + 4
     assert not [f for f in files if f.suffix != ".json"]
+
+
+def test_prose_alternatives_do_not_go_through_proj() -> None:
+    decision = Decision("crs_datum", "justify_crs_selection", {"dst_crs": "EPSG:6933"}, "dst_crs")
+    payload = justification(
+        "EPSG:6933",
+        alternatives=[
+            {"method": f"a geographic CRS number {i} (degrees)", "why_not": "Not equal-area."}
+            for i in range(10)
+        ],
+    )
+    start = time.perf_counter()
+    validate_justification(payload, decision)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_a_crs_code_alternative_equal_to_the_choice_is_still_caught() -> None:
+    decision = Decision("crs_datum", "justify_crs_selection", {"dst_crs": "EPSG:4326"}, "dst_crs")
+    payload = justification("EPSG:4326", alternatives=[{"method": "epsg:4326", "why_not": "No reason."}])
+    with pytest.raises(JustificationInvalid, match="also listed"):
+        validate_justification(payload, decision)

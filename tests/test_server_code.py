@@ -80,8 +80,10 @@ async def test_read_stubs_without_a_module_lists_modules_and_functions(
 ) -> None:
     async with Client(build_server(code_settings), mode=era) as client:
         index = text(await client.call_tool("read_stubs", {}))
-    assert "- raster: info, stats, reproject, convert" in index
-    assert "- crs: info" in index and "- reflection: persist" in index
+    assert "- raster.info(path, include_wkt=False) -> RasterInfo" in index
+    assert "- raster.reproject(src, dst, dst_crs, resampling='nearest'" in index
+    assert "[may ask: crs_datum, resampling, format_selection]" in index
+    assert "- crs.info(crs, include_wkt=False) -> CrsInfo" in index and "reflection.persist(hash" in index
 
 
 async def test_read_stubs_with_a_module_returns_its_typed_source(code_settings: Settings) -> None:

@@ -83,10 +83,15 @@ _HARDENED: dict[str, str] = {
 }
 
 
+GDAL_CACHE_MB = 256
+"""GDAL's block cache, in MiB. Its default (5% of RAM) let one stats call on a large file grow the
+classic-mode server by 1.2 GB; streaming reads need only a few blocks in cache."""
+
+
 def gdal_env(ctx: OperationContext) -> rasterio.Env:
     """A ``rasterio.Env`` with the hardened options and the context's thread budget; nestable."""
     # The warper's NUM_THREADS falls back to GDAL_NUM_THREADS, so this also bounds warping.
-    return rasterio.Env(**_HARDENED, GDAL_NUM_THREADS=str(ctx.num_threads))
+    return rasterio.Env(**_HARDENED, GDAL_NUM_THREADS=str(ctx.num_threads), GDAL_CACHEMAX=GDAL_CACHE_MB)
 
 
 def disable_network() -> None:

@@ -9,6 +9,7 @@ and that the chosen method is not also listed as a rejected alternative.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -83,7 +84,17 @@ def validate_justification(payload: Any, decision: Decision) -> Justification:
     return justification
 
 
+_AUTHORITY_CODE = re.compile(r"\A[A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.\-]+\Z")
+
+
 def _safe_normalize(domain: str, value: str) -> str:
+    """Normalize a rejected alternative for comparison with the choice.
+
+    Alternatives are often prose ("a geographic CRS (degrees)"): only text that looks like an
+    authority code goes through PROJ, which spends up to a second failing to parse prose.
+    """
+    if domain == "crs_datum" and not _AUTHORITY_CODE.match(value.strip()):
+        return value.strip()
     try:
         return normalize_subject(domain, value)
     except CrsError:

