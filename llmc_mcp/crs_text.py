@@ -23,6 +23,13 @@ MAX_CRS_CHARS = 100_000
 
 # PROJ "+init=file:key" reads definition files (absolute paths included); EPSG codes cover every real use.
 _INIT = re.compile(r"(^|[\s+])init\s*=", re.IGNORECASE)
+_GRID_PATH = re.compile(
+    r"grids\s*=\s*[^\s+]*[/\\]"  # +nadgrids=/abs/file, +geoidgrids=@../x
+    r"|parameterfile\s*\[[^\]]*[/\\]"  # WKT PARAMETERFILE["...","/abs/file"]
+    r"|file\"\s*,\s*\"value\"\s*:\s*\"[^\"]*[/\\]",  # PROJJSON {"name": "... file", "value": "/x"}
+    re.IGNORECASE,
+)
+"""A grid named by path: PROJ would open that file (anywhere on disk) while parsing."""
 
 
 def parse_crs(value: str, argument: str = "crs") -> CRS:
@@ -47,6 +54,11 @@ def parse_crs(value: str, argument: str = "crs") -> CRS:
         raise CrsError(
             f"{argument}: PROJ '+init=' definitions are not accepted ({text[:200]!r}).",
             fix="Use the EPSG code instead, e.g. 'EPSG:4326' for '+init=epsg:4326'.",
+        )
+    if _GRID_PATH.search(text):
+        raise CrsError(
+            f"{argument}: grid files given by path are not accepted ({text[:200]!r}).",
+            fix="Name grids without a directory (e.g. '+nadgrids=conus'), or use an EPSG code.",
         )
     try:
         return CRS.from_user_input(text)

@@ -59,6 +59,7 @@ class Workspace:
             ) from None
         if not stat.S_ISREG(mode):
             raise PathRefused(f"{argument}: '{name}' is not a regular file.", fix=_FIX)
+        self._check_sidecars(path, name, argument)
         return path
 
     def output_path(self, name: object, *, argument: str = "dst") -> Path:
@@ -70,7 +71,38 @@ class Workspace:
         # mkdir may have followed a symlinked directory created concurrently; check again.
         if not path.parent.resolve().is_relative_to(self.root):
             raise PathRefused(f"{argument}: '{name}' resolves outside the workspace.", fix=_FIX)
+        self._check_sidecars(path, name, argument)
         return path
+
+    def _check_sidecars(self, path: Path, name: object, argument: str) -> None:
+        """Refuse a path whose GDAL sidecars are symlinks leading out of the workspace.
+
+        GDAL opens (and writes) files beside the one it is given, by names it derives and this policy
+        never sees: ``x.tif.aux.xml`` (metadata, statistics), ``x.tif.ovr`` (overviews: pixels),
+        ``x.tif.msk``, ``x.tfw``, ``x.prj``, ``x.hdr``... A symlink among them pointing outside, or into
+        a server-owned directory, would let a read or write reach a file the agent may not name.
+        """
+        stem = path.name.split(".", 1)[0]
+        try:
+            entries = list(os.scandir(path.parent))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            # Fail closed: a listing we cannot make hides nothing from GDAL.
+            raise PathRefused(
+                f"{argument}: '{name}': its directory cannot be checked ({exc.strerror})."
+            ) from None
+        for entry in entries:
+            if entry.name == path.name or not entry.name.startswith(stem) or not entry.is_symlink():
+                continue
+            target = Path(entry.path).resolve()
+            inside = target.is_relative_to(self.root) and target != self.root
+            if not inside or target.relative_to(self.root).parts[0] in RESERVED_DIRS:
+                raise PathRefused(
+                    f"{argument}: '{name}' has a sidecar '{entry.name}' that links outside the workspace; "
+                    "GDAL would follow it.",
+                    fix="Remove the link, or pass a file without linked sidecars.",
+                )
 
     def _resolve(self, name: object, argument: str) -> Path:
         relative = check_relative_name(name, argument)

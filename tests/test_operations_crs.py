@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pyproj import CRS
 
-from llmc_mcp.crs_text import MAX_CRS_CHARS
+from llmc_mcp.crs_text import MAX_CRS_CHARS, parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument
 from llmc_mcp.operations import crs
 from llmc_mcp.operations.catalog import OperationContext
@@ -205,3 +205,16 @@ def test_crs_choice_normalization_refuses_what_the_operations_refuse():
     for text in ("+init=epsg:4326", "x" * (MAX_CRS_CHARS + 1)):
         with pytest.raises(CrsError):
             normalize_subject("crs_datum", text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "+proj=longlat +ellps=GRS80 +nadgrids=/etc/passwd +type=crs",
+        "+proj=longlat +ellps=GRS80 +geoidgrids=@../outside.gtx +type=crs",
+        'GEOGCRS["x",PARAMETERFILE["Latitude and longitude difference file","/etc/passwd"]]',
+    ],
+)
+def test_grid_files_named_by_path_are_refused_before_proj_opens_them(text: str) -> None:
+    with pytest.raises(CrsError, match="grid files given by path"):
+        parse_crs(text)

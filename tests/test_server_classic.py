@@ -161,6 +161,15 @@ async def test_a_symlink_out_of_the_workspace_is_refused(client: Client, workspa
     assert result.is_error and "outside the workspace" in structured(result)["message"]
 
 
+@pytest.mark.parametrize("sidecar", ["RGB.byte.tif.aux.xml", "RGB.byte.tif.ovr", "RGB.byte.tfw"])
+async def test_a_sidecar_linking_out_of_the_workspace_is_refused(
+    client: Client, workspace_dir: Path, sidecar: str
+) -> None:
+    (workspace_dir / sidecar).symlink_to("/etc/hostname")
+    result = await client.call_tool("raster_info", {"path": "RGB.byte.tif"})
+    assert result.is_error and "sidecar" in structured(result)["message"]
+
+
 async def test_a_corrupt_raster_gets_a_clear_error(client: Client) -> None:
     result = await client.call_tool("raster_stats", {"path": "corrupt.tif"})
     data = structured(result)

@@ -20,7 +20,7 @@ from llmc_mcp.operations import CATALOG, NAMESPACES, Operation, OperationContext
 from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.reflection import gate as gate_module
 from llmc_mcp.reflection.prompts import PromptLibrary
-from llmc_mcp.sandbox.policy import ModuleProxy
+from llmc_mcp.sandbox.policy import ModuleProxy, to_plain
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +32,18 @@ class HostLink(Protocol):
 
 
 class ApiError(Exception):
-    """An error from the raster API, as plain data: ``type``, ``message``, ``fix``, ``details``."""
+    """An error from the raster API, as plain data: ``type``, ``message``, ``fix``, ``details``.
+
+    Every attribute is a string or bounded JSON data (:func:`to_plain`), whatever the caller passed,
+    so an error never carries a library object into the sandbox.
+    """
 
     def __init__(self, data: Mapping[str, Any]):
         super().__init__(str(data.get("message", "error")))
         self.type = str(data.get("type", "error"))
         self.message = str(data.get("message", ""))
-        self.fix = data.get("fix")
-        self.details = dict(data.get("details") or {})
+        self.fix = None if data.get("fix") is None else str(data.get("fix"))
+        self.details: dict[str, Any] = to_plain(dict(data.get("details") or {}))
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "message": self.message}
@@ -55,7 +59,7 @@ class ReflectionRequired(ApiError):
 
     def __init__(self, data: Mapping[str, Any]):
         super().__init__(data)
-        self.hints: list[dict[str, Any]] = [dict(h) for h in data.get("reflection_required", [])]
+        self.hints: list[dict[str, Any]] = to_plain([dict(h) for h in data.get("reflection_required", [])])
         self.next_action: str = str(data.get("next_action", ""))
 
     def as_dict(self) -> dict[str, Any]:
@@ -90,20 +94,39 @@ def sandbox_error(exc: BaseException) -> ApiError:
     )
 
 
+def _trusted(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run trusted code for the sandbox; any failure becomes an :class:`ApiError` and nothing else.
+
+    The ApiError is raised outside the ``except`` block, so it has neither a ``__cause__`` nor a
+    ``__context__``: the library exception (and its traceback's frames) is not even one private
+    attribute away from agent code.
+    """
+    try:
+        return function(*args, **kwargs)
+    except ApiError as exc:
+        failure = exc
+    except Exception as exc:
+        failure = sandbox_error(exc)
+    failure.__cause__ = failure.__context__ = None
+    raise failure
+
+
 def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = op.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise ApiError(
-                {"type": "invalid_argument", "message": f"{op.qualname}: {exc}",
-                 "fix": f"See read_stubs('{op.namespace}') for the signature."}
+                {
+                    "type": "invalid_argument",
+                    "message": f"{op.qualname}: {exc}",
+                    "fix": f"See read_stubs('{op.namespace}') for the signature.",
+                }
             ) from None
-        try:
-            result = invoke(op, ctx, gate, bound.arguments)
-        except Exception as exc:
-            raise sandbox_error(exc) from None
-        return result.model_dump(mode="json")
+        return invoke(op, ctx, gate, bound.arguments).model_dump(mode="json")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _trusted(run, *args, **kwargs)
 
     call.__name__ = op.name
     call.__qualname__ = op.qualname
@@ -115,24 +138,16 @@ def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) 
 def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
     def persist(hash: str, domain: str, justification: dict[str, Any]) -> dict[str, Any]:
         """Store a justification for a hint; raises ApiError with field-level errors if invalid."""
-        try:
-            return host.request("gate.persist", {"hash": hash, "domain": domain, "justification": justification})
-        except Exception as exc:
-            raise sandbox_error(exc) from None
+        params = {"hash": hash, "domain": domain, "justification": justification}
+        return _trusted(host.request, "gate.persist", params)
 
     def prompt(name: str, **args: Any) -> str:
         """The text of a reflection prompt rendered with its arguments."""
-        try:
-            return prompts.get(name).render(args)
-        except Exception as exc:
-            raise sandbox_error(exc) from None
+        return _trusted(lambda: prompts.get(name).render(args))
 
     def report() -> list[dict[str, Any]]:
         """The justifications stored in this workspace: domain, args, choice, confidence, when."""
-        try:
-            return host.request("gate.report", {})
-        except Exception as exc:
-            raise sandbox_error(exc) from None
+        return _trusted(host.request, "gate.report", {})
 
     return ModuleProxy(
         "reflection",

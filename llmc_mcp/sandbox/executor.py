@@ -9,11 +9,13 @@ the line in the agent's code, and a traceback trimmed to the agent's frames.
 from __future__ import annotations
 
 import ast
+import gc
 import traceback
 from collections.abc import Mapping
 from typing import Any
 
 from RestrictedPython import compile_restricted_eval, compile_restricted_exec
+from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 
 from llmc_mcp.sandbox.bindings import ApiError, ReflectionRequired
 from llmc_mcp.sandbox.policy import (
@@ -23,11 +25,11 @@ from llmc_mcp.sandbox.policy import (
     PolicyError,
     SandboxClasses,
     build_builtins,
+    clean_text,
+    cut,
     guarded_apply,
     guarded_getattr,
     guarded_getitem,
-    guarded_iter_unpack_sequence,
-    guarded_unpack_sequence,
     inplace_var,
     make_import_hook,
     stdlib_proxy,
@@ -36,6 +38,8 @@ from llmc_mcp.sandbox.policy import (
 
 FILENAME = "<agent>"
 MAX_CODE_CHARS = 100_000
+MAX_ERROR_CHARS = 4000
+MAX_HINT_CHARS = 50_000
 
 
 class Session:
@@ -54,6 +58,18 @@ class Session:
         self.globals: dict[str, Any] = {"__builtins__": builtins, "__name__": "agent", **self._api_modules}
 
     def execute(self, code: str) -> dict[str, Any]:
+        """Run one cell; the answer is plain, bounded data that always encodes as JSON and UTF-8.
+
+        It always answers: an exception escaping here would end the worker, and with it the session.
+        """
+        try:
+            return _clean(self._execute(code))
+        except MemoryError:
+            return _clean(self._out_of_memory(None))
+        except Exception as exc:
+            return _clean(_failure(type(exc).__name__, _safe_str(exc), "", 0))
+
+    def _execute(self, code: str) -> dict[str, Any]:
         if not isinstance(code, str):
             return _failure("TypeError", "code must be a string", "", 0)
         if len(code) > MAX_CODE_CHARS:
@@ -68,6 +84,10 @@ class Session:
             return _failure("SyntaxError", str(exc.msg or exc), "", exc.lineno or 0, output)
         except _PolicyViolations as exc:
             return _failure("PolicyError", "; ".join(exc.errors), "", _first_line(exc.errors), output)
+        except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
+            # The parser's and RestrictedPython's limits on deeply nested code, or NUL bytes.
+            message = f"the code could not be compiled ({type(exc).__name__}: {_safe_str(exc) or 'too deep'})"
+            return _failure("SyntaxError", message, "", 0, output)
         self._install_guards(output)
         value = None
         try:
@@ -75,37 +95,54 @@ class Session:
                 exec(body, self.globals)
             if last is not None:
                 value = eval(last, self.globals)
-        except ReflectionRequired as exc:
-            result = _failure("ReflectionRequired", exc.message, *_agent_location(exc, lines), output)
-            result["reflection_required"] = exc.hints
-            result["next_action"] = exc.next_action
-            return result
         except ApiError as exc:
-            result = _failure(exc.type, exc.message, *_agent_location(exc, lines), output)
-            result["error"].update({k: v for k, v in exc.as_dict().items() if k in ("fix", "details")})
-            return result
+            return _api_failure(exc, _agent_location(exc, lines), output)
         except (PolicyError, ImportError, AttributeError, NameError) as exc:
             kind = "PolicyError" if isinstance(exc, PolicyError) else type(exc).__name__
             return _failure(kind, str(exc), *_agent_location(exc, lines), output)
         except MemoryError:
-            return _failure("MemoryError", "the code exceeded the memory limit", "", 0, output)
+            return self._out_of_memory(output)
         except RecursionError as exc:
             return _failure("RecursionError", str(exc)[:500], *_agent_location(exc, lines), output)
         except Exception as exc:
             return _failure(type(exc).__name__, _safe_str(exc), *_agent_location(exc, lines), output)
+        try:
+            result = to_plain(value)
+        except MemoryError:
+            return self._out_of_memory(output)
+        except Exception as exc:  # a failing __len__/items of some container; never the worker's end
+            return _failure(type(exc).__name__, f"the result could not be converted: {_safe_str(exc)}", "", 0)
         return {
             "ok": True,
             "stdout": output.text(),
             "stdout_dropped": output.dropped,
-            "result": to_plain(value),
+            "result": result,
             "error": None,
         }
 
+    def _out_of_memory(self, output: OutputBuffer | None) -> dict[str, Any]:
+        # The address-space limit was hit: whatever the session holds (a half-grown list kept in a
+        # variable) would starve the next call, and GDAL short of memory misreads files instead of
+        # failing. So, as after a timeout, the session starts afresh, and its memory is freed now.
+        self.reset()
+        gc.collect()
+        return _failure(
+            "MemoryError",
+            "The code exceeded the memory limit. "
+            "The session was reset: variables from earlier calls are gone.",
+            "",
+            0,
+            output,
+        )
+
     def _install_guards(self, output: OutputBuffer) -> None:
         # Names starting with '_' cannot be written by agent code, so these cannot be rebound;
-        # they are reinstalled anyway so each call prints to its own buffer.
+        # they are reinstalled anyway so each call prints to its own buffer. `_print` too: a cell
+        # whose last expression is print(...) is compiled in eval mode, without `_print = _print_()`,
+        # and would otherwise find the buffer of an earlier call (or nothing).
         self.globals.update(
-            _print_=output,
+            _print_=output.scope,
+            _print=output,
             _getattr_=guarded_getattr,
             _getitem_=guarded_getitem,
             _getiter_=iter,
@@ -163,11 +200,39 @@ def _agent_location(exc: BaseException, source: list[str]) -> tuple[str, int]:
     return "\n".join(trace), frames[-1].lineno or 0
 
 
+def _api_failure(exc: ApiError, location: tuple[str, int], output: OutputBuffer) -> dict[str, Any]:
+    """The error of an API call, read as data only.
+
+    Agent code may subclass ApiError and raise its own, so nothing here calls a method of ``exc``
+    (an override would run inside this handler) and every attribute is converted and bounded
+    (``details`` may echo arguments the agent passed).
+    """
+    kind = "ReflectionRequired" if isinstance(exc, ReflectionRequired) else str(exc.type)
+    result = _failure(kind, str(exc.message), *location, output)
+    extra = {"fix": exc.fix, "details": exc.details}
+    result["error"].update(to_plain({k: v for k, v in extra.items() if v}, max_chars=MAX_ERROR_CHARS))
+    if isinstance(exc, ReflectionRequired):
+        result["reflection_required"] = to_plain(exc.hints, max_chars=MAX_HINT_CHARS)
+        result["next_action"] = cut(str(exc.next_action), MAX_ERROR_CHARS)
+    return result
+
+
 def _safe_str(exc: BaseException) -> str:
     try:
-        return str(exc)[:2000]
+        return str(exc)
     except Exception:
         return type(exc).__name__
+
+
+def _clean(value: Any) -> Any:
+    """Every string made UTF-8-safe: a lone surrogate in agent output must not break the channel."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def _failure(
@@ -178,5 +243,10 @@ def _failure(
         "stdout": output.text() if output else "",
         "stdout_dropped": output.dropped if output else 0,
         "result": None,
-        "error": {"type": kind, "message": message[:4000], "line": line, "traceback": trace},
+        "error": {
+            "type": cut(kind, 100),
+            "message": cut(message, MAX_ERROR_CHARS),
+            "line": line,
+            "traceback": trace,
+        },
     }

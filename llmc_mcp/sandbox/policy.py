@@ -5,18 +5,25 @@ iteration, in-place operation, attribute write and print goes through a
 guard function we supply. This module supplies them, plus the builtins and
 the import hook, and nothing more. The principles:
 
-- Deny by default: builtins and importable modules are allowlists.
+- Deny by default: builtins, importable modules and the members of each
+  module are allowlists. A stdlib function that reads or writes attributes
+  by a name passed as data (``functools.update_wrapper``, ``wraps``) or
+  formats with attribute lookups (``UserString.format``) would do, in
+  trusted code, exactly what the guards refuse, so it is withheld.
 - No real module object ever enters the sandbox. Even the allowed stdlib
-  modules are exposed as :class:`ModuleProxy` copies of their public,
-  non-module attributes, so ``statistics.sys`` or ``from json import decoder``
-  lead nowhere.
+  modules are exposed as :class:`ModuleProxy` copies of their vetted
+  members, so ``statistics.sys`` or ``from json import decoder`` lead nowhere.
 - Guards check results as well as names: an attribute that yields a module,
   frame, code object or traceback is refused, whatever its name.
+- What leaves the sandbox is bounded plain data: :func:`to_plain` caps depth,
+  items and characters and says what it cut.
 """
 
 from __future__ import annotations
 
 import builtins
+import importlib
+import itertools
 import json
 import operator
 import types
@@ -24,10 +31,47 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
-STDLIB_MODULES = ("math", "statistics", "json", "re", "itertools", "functools", "collections", "datetime")
+STDLIB_MEMBERS: dict[str, tuple[str, ...]] = {
+    # Pure numeric functions and constants.
+    "math": (
+        "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "comb", "copysign",
+        "cos", "cosh", "degrees", "dist", "e", "erf", "erfc", "exp", "exp2", "expm1", "fabs", "factorial",
+        "floor", "fmod", "frexp", "fsum", "gamma", "gcd", "hypot", "inf", "isclose", "isfinite", "isinf",
+        "isnan", "isqrt", "lcm", "ldexp", "lgamma", "log", "log10", "log1p", "log2", "modf", "nan",
+        "nextafter", "perm", "pi", "pow", "prod", "radians", "remainder", "sin", "sinh", "sqrt", "tan",
+        "tanh", "tau", "trunc", "ulp",
+    ),
+    # What statistics defines, not what it imports (sys, math, Decimal, namedtuple...).
+    "statistics": (
+        "NormalDist", "StatisticsError", "correlation", "covariance", "fmean", "geometric_mean",
+        "harmonic_mean", "linear_regression", "mean", "median", "median_grouped", "median_high",
+        "median_low", "mode", "multimode", "pstdev", "pvariance", "quantiles", "stdev", "variance",
+    ),
+    # Strings in, data out; dump/load want file objects and the classes exist for subclassing.
+    "json": ("dumps", "loads", "JSONDecodeError"),
+    "re": (
+        "compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub", "subn", "escape",
+        "error", "Pattern", "Match", "A", "ASCII", "I", "IGNORECASE", "M", "MULTILINE", "S", "DOTALL",
+        "X", "VERBOSE", "U", "UNICODE", "NOFLAG",
+    ),
+    "itertools": (
+        "accumulate", "batched", "chain", "combinations", "combinations_with_replacement", "compress",
+        "count", "cycle", "dropwhile", "filterfalse", "groupby", "islice", "pairwise", "permutations",
+        "product", "repeat", "starmap", "takewhile", "tee", "zip_longest",
+    ),
+    # Not update_wrapper/wraps: they get and set attributes named by the caller, in trusted code,
+    # which hands out any function's __globals__. Not singledispatch: its registry holds `object`.
+    "functools": ("reduce", "partial", "cache", "lru_cache", "cmp_to_key"),
+    # Not UserString (its .format is str.format), UserDict/UserList (they exist to be subclassed).
+    "collections": ("Counter", "OrderedDict", "defaultdict", "deque", "namedtuple", "ChainMap"),
+    # Not datetime_CAPI (a raw C capsule).
+    "datetime": ("date", "datetime", "time", "timedelta", "timezone", "tzinfo", "UTC", "MINYEAR", "MAXYEAR"),
+}  # fmt: skip
+"""The importable stdlib modules and the members each exposes: everything else is withheld."""
+
+STDLIB_MODULES = tuple(STDLIB_MEMBERS)
 
 _FORBIDDEN_TYPES = (
     types.ModuleType,
@@ -36,8 +80,9 @@ _FORBIDDEN_TYPES = (
     types.TracebackType,
     weakref.ReferenceType,
 )
+# format/format_map on any object: str.format walks attributes and items named in the template
+# ("{0.__globals__[os]}") in C, past every guard, and other classes forward to it.
 _FORBIDDEN_ATTRIBUTES = INSPECT_ATTRIBUTES | {"format", "format_map", "mro"}
-_FORMAT_OWNERS = (str,)
 
 _SAFE_BUILTIN_NAMES = (
     "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict",
@@ -63,16 +108,22 @@ class PolicyError(Exception):
 class ModuleProxy:
     """A read-only namespace standing in for a module inside the sandbox."""
 
-    __slots__ = ("_name", "_members")
+    __slots__ = ("_members", "_name", "_withheld")
 
-    def __init__(self, name: str, members: Mapping[str, Any]):
+    def __init__(self, name: str, members: Mapping[str, Any], withheld: Iterable[str] = ()):
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_members", dict(members))
+        object.__setattr__(self, "_withheld", frozenset(withheld) - set(members))
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self._members[name]
         except KeyError:
+            if name in self._withheld:
+                raise PolicyError(
+                    f"'{self._name}.{name}' is not available in the sandbox; "
+                    f"available: {', '.join(sorted(self._members)[:40])}."
+                ) from None
             raise AttributeError(
                 f"module '{self._name}' has no attribute '{name}'"
                 f" (available: {', '.join(sorted(self._members)[:40])})"
@@ -92,14 +143,13 @@ class ModuleProxy:
 
 
 def stdlib_proxy(name: str) -> ModuleProxy:
-    """A proxy of an allowed stdlib module with its public, non-module members."""
-    module = __import__(name)
-    members = {
-        key: value
-        for key, value in vars(module).items()
-        if not key.startswith("_") and not isinstance(value, types.ModuleType)
-    }
-    return ModuleProxy(name, members)
+    """A proxy of an allowed stdlib module exposing its vetted members only."""
+    module = importlib.import_module(name)
+    members = {key: getattr(module, key) for key in STDLIB_MEMBERS[name] if hasattr(module, key)}
+    for key, value in members.items():
+        if isinstance(value, _FORBIDDEN_TYPES):
+            raise TypeError(f"{name}.{key} is a {type(value).__name__}; it cannot be exposed")
+    return ModuleProxy(name, members, withheld=(key for key in dir(module) if not key.startswith("_")))
 
 
 def _refuse_value(value: Any, what: str) -> Any:
@@ -113,13 +163,11 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
         raise TypeError("attribute name must be a string")
     if name.startswith("_"):
         raise PolicyError(f"Attribute '{name}' is not allowed: names starting with '_' are private.")
-    if name in _FORBIDDEN_ATTRIBUTES and (
-        name not in ("format", "format_map")
-        or isinstance(obj, _FORMAT_OWNERS)
-        or (isinstance(obj, type) and issubclass(obj, _FORMAT_OWNERS))
-    ):
-        if name in ("format", "format_map"):
-            raise PolicyError("str.format and format_map are not allowed; use f-strings or '%' formatting.")
+    if name in ("format", "format_map"):
+        raise PolicyError(
+            f"'.{name}' is not allowed (it reads attributes named in the template); use f-strings or '%'."
+        )
+    if name in _FORBIDDEN_ATTRIBUTES:
         raise PolicyError(f"Attribute '{name}' is not allowed: it leads to interpreter internals.")
     try:
         value = getattr(obj, name)
@@ -195,7 +243,14 @@ class SandboxClasses:
 
 
 class OutputBuffer:
-    """The print collector shared by every scope of one call; keeps at most ``limit`` characters."""
+    """The print collector shared by every scope of one call; keeps at most ``limit`` characters.
+
+    RestrictedPython turns ``print(...)`` into ``_print._call_print(...)`` after binding
+    ``_print = _print_(_getattr_)`` at the top of each scope, and ``printed`` into ``_print()``.
+    The executor installs :meth:`scope` as ``_print_`` and the buffer itself as ``_print``, so every
+    scope of every call (including functions defined in earlier calls, and a ``print`` that is the
+    cell's last expression, compiled without that binding) prints to this call's buffer.
+    """
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -203,10 +258,12 @@ class OutputBuffer:
         self._kept = 0
         self.dropped = 0
 
-    def __call__(self, _getattr_: Any = None) -> OutputBuffer:
-        # RestrictedPython calls ``_print_(_getattr_)`` at the top of every scope; returning
-        # ourselves makes all scopes, including functions defined in earlier calls, print here.
+    def scope(self, _getattr_: Any = None) -> OutputBuffer:
         return self
+
+    def __call__(self) -> str:
+        """``printed``: the text printed so far in this call, as a plain string."""
+        return self.text()
 
     def write(self, text: str) -> None:
         text = str(text)
@@ -215,6 +272,9 @@ class OutputBuffer:
             self._parts.append(text[:room])
             self._kept += min(len(text), room)
         self.dropped += max(0, len(text) - max(room, 0))
+
+    def flush(self) -> None:
+        """``print(..., flush=True)``: nothing to flush, the buffer is returned at the end."""
 
     def _call_print(self, *objects: Any, **kwargs: Any) -> None:
         if kwargs.get("file") is not None:
@@ -237,6 +297,10 @@ def build_builtins(import_hook: Callable[..., Any], classes: SandboxClasses) -> 
     return safe
 
 
+_C_HELPER_IMPORTS = frozenset({"time", "_strptime"})
+"""Modules the stdlib's C code imports for itself (datetime's strftime, strptime, today...)."""
+
+
 def make_import_hook(modules: Mapping[str, Any]) -> Callable[..., Any]:
     """``import x`` / ``from x import y`` for allowlisted names only, returning proxies."""
 
@@ -245,6 +309,12 @@ def make_import_hook(modules: Mapping[str, Any]) -> Callable[..., Any]:
     ) -> Any:
         if level != 0:
             raise ImportError("Relative imports are not allowed.")
+        if name in _C_HELPER_IMPORTS and type(fromlist) is list and not fromlist:
+            # C code (PyImport_Import) imports through the calling frame's __import__, which here
+            # is this hook, and always with an empty *list*; import statements pass None or a
+            # tuple of names, and agent code cannot call __import__ itself. The real module goes
+            # to the C function that asked for it, never into the sandbox.
+            return importlib.import_module(name)
         if name not in modules:
             allowed = ", ".join(sorted(modules))
             raise ImportError(f"Import of '{name}' is not allowed. Importable modules: {allowed}.")
@@ -253,29 +323,86 @@ def make_import_hook(modules: Mapping[str, Any]) -> Callable[..., Any]:
     return guarded_import
 
 
-def to_plain(value: Any, *, depth: int = 0, budget: list[int] | None = None) -> Any:
-    """Convert a result to JSON data, bounded in depth and size; anything else becomes its repr."""
-    budget = budget if budget is not None else [20_000]
-    budget[0] -= 1
-    if budget[0] < 0:
+MAX_RESULT_CHARS = 200_000
+"""Characters of strings kept in one converted result; the server cuts the rendering further."""
+_MAX_ITEMS = 1000
+_MAX_NODES = 20_000
+_MAX_DEPTH = 20
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters cut]"
+
+
+def clean_text(text: str) -> str:
+    """Text that encodes as UTF-8: lone surrogates (``'\\ud800'``) become '?'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class _Budget:
+    def __init__(self, nodes: int, chars: int):
+        self.nodes = nodes
+        self.chars = chars
+
+    def text(self, text: str) -> str:
+        kept = cut(text, max(self.chars, 0))
+        self.chars -= min(len(text), max(self.chars, 0))
+        return clean_text(kept)
+
+
+def to_plain(value: Any, *, max_chars: int = MAX_RESULT_CHARS) -> Any:
+    """Convert a result to JSON data, bounded in depth, items, nodes and characters.
+
+    Anything that is not JSON data becomes its (bounded) repr. Every cut leaves a marker: a string
+    ends with ``… [N more characters cut]``, a collection gets a last item ``… [N more items]``,
+    and a structure nested too deep becomes ``<nested too deep>``. Copies are made item by item
+    (never ``list(value)``), so a huge collection costs no more than what is kept.
+    """
+    return _plain(value, 0, _Budget(_MAX_NODES, max_chars))
+
+
+def _plain(value: Any, depth: int, budget: _Budget) -> Any:
+    budget.nodes -= 1
+    if budget.nodes < 0:
         return "…"
-    if value is None or isinstance(value, (bool, int, str)):
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-            return f"<int with {value.bit_length()} bits>"
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return int(value) if value.bit_length() <= 256 else f"<int with {value.bit_length()} bits>"
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
-    if depth >= 20:
+    if isinstance(value, str):
+        return budget.text(str(value))
+    if depth >= _MAX_DEPTH:
         return "<nested too deep>"
     if isinstance(value, Mapping):
-        return {str(k): to_plain(v, depth=depth + 1, budget=budget) for k, v in list(value.items())[:1000]}
+        out: dict[str, Any] = {}
+        for key, item in itertools.islice(value.items(), _MAX_ITEMS):
+            name = budget.text(key) if isinstance(key, str) else budget.text(_safe_repr(key))
+            out[name] = _plain(item, depth + 1, budget)
+        if len(value) > _MAX_ITEMS:
+            out["…"] = f"[{len(value) - _MAX_ITEMS} more items]"
+        return out
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_plain(v, depth=depth + 1, budget=budget) for v in list(value)[:1000]]
+        items = [_plain(item, depth + 1, budget) for item in itertools.islice(value, _MAX_ITEMS)]
+        if len(value) > _MAX_ITEMS:
+            items.append(f"… [{len(value) - _MAX_ITEMS} more items]")
+        return items
+    return budget.text(_safe_repr(value)[:2000])
+
+
+def _safe_repr(value: Any) -> str:
     try:
-        text = repr(value)
+        return repr(value)
     except Exception as exc:
-        text = f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"
-    return text[:2000]
+        return f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"
 
 
 def dumps_plain(value: Any) -> str:

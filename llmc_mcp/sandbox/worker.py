@@ -3,24 +3,45 @@
 Started by :mod:`llmc_mcp.sandbox.pool` as ``python -m llmc_mcp.sandbox.worker CONFIG``.
 Its stdin/stdout pipes carry the channel and are moved off fds 0 and 1 at
 once, so nothing a library prints can corrupt the channel (and the worker's
-stdio is never the MCP channel). Resource limits are applied here, by trusted
-code, before any agent code runs; the wall-clock limit is the server's.
+stdio is never the MCP channel). Before any agent code runs, trusted code
+applies, in this order:
+
+- resource limits (:func:`apply_limits`): address space, file size, open
+  files, no core dumps, and a cap on new tasks; CPU time is set per call;
+- a Landlock confinement where the kernel has it (:func:`confine`): the
+  process may read the Python and GDAL/PROJ runtime, read and write the
+  workspace, and nothing else; no TCP; no signals to processes outside it.
+  This backs the path policy at the kernel level for every file GDAL or PROJ
+  opens by a name the policy never saw (sidecars, grids, links inside files).
+
+The wall-clock limit is the server's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import io
 import itertools
 import json
 import logging
 import os
 import resource
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 _MiB = 1024 * 1024
+log = logging.getLogger("llmc_mcp.sandbox.worker")
+
+STDERR_BUDGET = 20_000
+"""Characters of Python-level stderr (warnings, log records, 'Exception ignored' reports) per call."""
+
+NPROC_HEADROOM = 256
+"""Tasks (processes or threads) the worker's user may add once the worker runs; see apply_limits."""
 
 
 class WorkerConfig(BaseModel):
@@ -34,6 +55,11 @@ class WorkerConfig(BaseModel):
 
 
 def _take_channel_fds() -> tuple[Any, Any]:
+    """Move the channel off fds 0 and 1; afterwards 0 reads /dev/null and 1 writes to stderr.
+
+    The duplicates are non-inheritable, and nothing refers to the pipes by number 0 or 1 any more,
+    so a library writing to fd 1 (or reading fd 0) can neither corrupt nor read the channel.
+    """
     reader = os.fdopen(os.dup(0), "rb")
     writer = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -44,18 +70,215 @@ def _take_channel_fds() -> tuple[Any, Any]:
     return reader, writer
 
 
+class BoundedStderr(io.TextIOBase):
+    """The worker's Python-level stderr: at most ``limit`` characters per call reach the server's.
+
+    The worker's stderr is the server's, which is the host's log. Agent code can make Python write
+    there without printing: a generator whose ``finally`` raises is reported as "Exception ignored"
+    each time it is collected, a regex compiled with flag 128 (DEBUG) dumps itself, a warning per
+    distinct message, a traceback logged per failing API call. Bounded here, a loop of those
+    costs the log one summary line instead of gigabytes.
+    """
+
+    def __init__(self, stream: Any, limit: int):
+        self._stream = stream
+        self.limit = limit
+        self.used = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.limit - self.used
+        if room > 0:
+            self._stream.write(text[:room])
+        self.used += min(len(text), max(room, 0))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def new_call(self) -> None:
+        """Start the next call's budget, first saying how much the last one dropped."""
+        if self.dropped:
+            self._stream.write(f"worker: {self.dropped} characters of stderr output dropped in one call\n")
+            self._stream.flush()
+        self.used = self.dropped = 0
+
+
+def _bounded_stderr() -> BoundedStderr:
+    """Route Python-level stdout and stderr of the worker through one bounded stream."""
+    stream = BoundedStderr(sys.__stderr__, STDERR_BUDGET)
+    sys.stdout = sys.stderr = stream
+    return stream
+
+
 def apply_limits(config: WorkerConfig) -> None:
-    """Address space, file size, open files and core dumps; CPU is set per call."""
+    """Address space, file size, open files, core dumps and new tasks; CPU is set per call.
+
+    RLIMIT_NPROC is per *user*, not per process: it caps how many tasks (processes and threads)
+    the worker's real user may have when the worker creates one. It is set to what the user runs
+    now plus :data:`NPROC_HEADROOM`, which leaves GDAL's thread pools room while stopping a fork
+    or thread bomb; workers started later count against it too. The kernel ignores it for root
+    (and for CAP_SYS_RESOURCE/CAP_SYS_ADMIN), so under root it documents intent and nothing more.
+    """
     limits = {
         resource.RLIMIT_AS: config.memory_mb * _MiB,
         resource.RLIMIT_FSIZE: config.file_size_mb * _MiB,
         resource.RLIMIT_NOFILE: config.open_files,
         resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_NPROC: _user_tasks() + NPROC_HEADROOM,
     }
     for which, value in limits.items():
         _soft, hard = resource.getrlimit(which)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (cap, cap))
+
+
+def _user_tasks() -> int:
+    """Tasks (threads) of this real user now, as RLIMIT_NPROC counts them."""
+    uid, total = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            total += int(fields.get("Threads", "1"))
+    return total
+
+
+# ----------------------------------------------------------------------------------------- Landlock
+
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_REMOVE_DIR, _REMOVE_FILE, _MAKE_DIR, _MAKE_REG = 1 << 4, 1 << 5, 1 << 7, 1 << 8
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _runtime_paths() -> list[str]:
+    """What the worker must still read after startup: Python, its packages, shared libraries, data.
+
+    Not every ``sys.path`` entry: started with ``python -m`` from a home directory, the server has
+    that directory on its path, and so would the worker. Only entries inside the interpreter's
+    prefixes or a site-packages directory count; the package's own checkout is added by name.
+    """
+    import site
+
+    import llmc_mcp
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    sites = {*site.getsitepackages(), site.getusersitepackages()}
+    roots = [Path(p).resolve() for p in prefixes | sites]
+    imports = [p for p in sys.path if p and any(Path(p).resolve().is_relative_to(r) for r in roots)]
+    paths = [
+        "/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime",
+        *sorted(prefixes), *sorted(sites), *imports,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(llmc_mcp.__file__).resolve().parent.parent),
+        *(os.environ[k] for k in ("GDAL_DATA", "PROJ_DATA", "PROJ_LIB") if k in os.environ),
+    ]  # fmt: skip
+    return list(dict.fromkeys(paths))
+
+
+def _libc_syscall() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    return syscall
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where there is none. Probes only; confines nothing."""
+    abi = _libc_syscall()(
+        _SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), _LANDLOCK_CREATE_RULESET_VERSION
+    )
+    return max(0, int(abi))
+
+
+def confine(workspace: str, readable: Iterable[str] | None = None) -> int:
+    """Confine this process with Landlock; return the ABI version used, or 0 where unavailable.
+
+    Allowed afterwards: reading (and mapping executable) files under ``readable`` (default: the
+    runtime, :func:`_runtime_paths`); reading, creating, replacing and removing regular files and
+    directories under ``workspace`` (no symlinks, devices, fifos or sockets); /dev/null; nothing
+    else, whatever path or link leads there. With ABI 4+ no TCP bind or connect; with ABI 6+ no
+    signals or abstract unix sockets beyond the confined process. Files opened before the call
+    keep working. Call it once every import is done: a module imported later from elsewhere fails.
+    """
+    # Whatever follows: no exec from here on can gain privileges (setuid, file capabilities).
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    syscall = _libc_syscall()
+    abi = landlock_abi()
+    if abi < 1:
+        log.warning("Landlock is not available (%s); the worker relies on the path policy alone",
+                    os.strerror(ctypes.get_errno()))  # fmt: skip
+        return 0
+    handled = (1 << 13) - 1  # ABI 1: execute .. make_sym
+    handled |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
+    attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)  # fmt: skip
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        log.warning("Landlock ruleset refused (%s)", os.strerror(ctypes.get_errno()))
+        return 0
+    try:
+        read = _EXECUTE | _READ_FILE | _READ_DIR
+        write = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_DIR | _MAKE_REG
+        write |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+        rules = [(path, read) for path in (readable if readable is not None else _runtime_paths())]
+        rules += [(workspace, _READ_FILE | _READ_DIR | write), (os.devnull, _READ_FILE | _WRITE_FILE)]
+        for path, access in rules:
+            _add_path_rule(syscall, ruleset, path, access & handled)
+        if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0):
+            log.warning("Landlock could not be enforced (%s)", os.strerror(ctypes.get_errno()))
+            return 0
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def _add_path_rule(syscall: Any, ruleset: int, path: str, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # a runtime directory this system does not have
+    try:
+        if not os.path.isdir(path):
+            access &= _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV  # rights a file can hold
+        rule = _PathBeneathAttr(access, fd)
+        if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0):
+            log.warning("Landlock rule for %s refused (%s)", path, os.strerror(ctypes.get_errno()))
+    finally:
+        os.close(fd)
 
 
 def set_cpu_budget(seconds: int) -> None:
@@ -86,7 +309,9 @@ class ChannelHost:
             raise RuntimeError("channel out of step with the server")
         if "error" in reply:
             data = reply["error"]
-            error = LlmcError(str(data.get("message", "error")), fix=data.get("fix"), details=data.get("details"))
+            error = LlmcError(
+                str(data.get("message", "error")), fix=data.get("fix"), details=data.get("details")
+            )
             error.kind = str(data.get("type", "error"))
             raise error
         return reply.get("result")
@@ -97,6 +322,7 @@ def serve(config: WorkerConfig, channel: Any) -> None:
     from llmc_mcp.operations.gdal_env import disable_network
     from llmc_mcp.reflection.prompts import PromptLibrary
     from llmc_mcp.sandbox.bindings import build_modules
+    from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
     from llmc_mcp.workspace import Workspace
 
@@ -105,7 +331,8 @@ def serve(config: WorkerConfig, channel: Any) -> None:
     host = ChannelHost(channel)
     session = Session(build_modules(context, host, PromptLibrary.default()), config.output_limit)
     apply_limits(config)
-    channel.send({"id": 0, "result": {"ready": True, "pid": os.getpid()}})
+    confined = confine(str(context.workspace.root))
+    channel.send({"id": 0, "result": {"ready": True, "pid": os.getpid(), "landlock": confined}})
     while True:
         message = channel.receive()
         method, params = message.get("method"), message.get("params") or {}
@@ -115,25 +342,33 @@ def serve(config: WorkerConfig, channel: Any) -> None:
             if params.get("reset"):
                 session.reset()
             set_cpu_budget(config.cpu_seconds)
+            if isinstance(sys.stderr, BoundedStderr):
+                sys.stderr.new_call()
             result = session.execute(params.get("code", ""))
-            channel.send({"id": message.get("id"), "result": result})
+            try:
+                channel.send({"id": message.get("id"), "result": result})
+            except ProtocolError as exc:  # over the frame limit: say so rather than die
+                failure = {"type": "ResultTooLarge", "message": str(exc), "line": 0, "traceback": ""}
+                answer = {"ok": False, "stdout": "", "stdout_dropped": 0, "result": None, "error": failure}
+                channel.send({"id": message.get("id"), "result": answer})
         elif method == "reset":
             session.reset()
             channel.send({"id": message.get("id"), "result": {"reset": True}})
         else:
-            channel.send({"id": message.get("id"), "error": {"type": "protocol", "message": f"unknown {method}"}})
+            channel.send(
+                {"id": message.get("id"), "error": {"type": "protocol", "message": f"unknown {method}"}}
+            )
 
 
 def main() -> None:
     reader, writer = _take_channel_fds()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="worker %(levelname)s %(message)s")
+    stderr = _bounded_stderr()
+    logging.basicConfig(stream=stderr, level=logging.WARNING, format="worker %(levelname)s %(message)s")
     from llmc_mcp.sandbox.channel import ChannelClosed, SyncChannel
 
     config = WorkerConfig.model_validate(json.loads(sys.argv[1]))
-    try:
+    with contextlib.suppress(ChannelClosed):
         serve(config, SyncChannel(reader, writer))
-    except ChannelClosed:
-        pass
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ def classic_instructions() -> str:
 def code_instructions(settings: Settings) -> str:
     modules = ", ".join((*NAMESPACES, "reflection"))
     return f"""llmc-mcp (code mode): raster work (rasterio/GDAL, pyproj) by writing Python.
-Tools: read_stubs() lists modules; read_stubs(module) shows its typed API. execute_code(code) runs \
+Tools: read_stubs() lists every function's signature; read_stubs("raster") or \
+read_stubs("raster.reproject") shows types, result shapes and docs. execute_code(code) runs \
 Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
 Print summaries, keep data in variables. The last expression's value is returned.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
@@ -48,4 +49,17 @@ prompt_text, then in one call:
 Justifications are cached; the same decision is not asked again.
 {_PATHS}
 Limits per call: {settings.exec_timeout:g} s wall time (then the session's variables are reset), \
-{settings.memory_mb} MiB memory, {settings.output_limit} characters of output."""
+{settings.memory_mb} MiB memory, {settings.output_limit} characters of output.
+Isolation: {isolation_layers()}."""
+
+
+def isolation_layers() -> str:
+    """What stands between agent code and the machine here, as the running system provides it."""
+    from llmc_mcp.sandbox.worker import landlock_abi
+
+    layers = ["RestrictedPython policy", "one worker process per session with rlimits"]
+    abi = landlock_abi()
+    layers.append(
+        f"Landlock file and network confinement (ABI {abi})" if abi else "no Landlock (kernel lacks it)"
+    )
+    return ", ".join(layers)
