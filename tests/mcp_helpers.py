@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import rasterio
 from mcp import StdioServerParameters
 from mcp.types import CallToolResult
+from rasterio.warp import Resampling, reproject
 
 JUSTIFICATION_TEMPLATE = {
     "intent": "A map overlay in geographic coordinates for a web viewer.",
@@ -43,3 +46,25 @@ def stdio_params(workspace: Path, *args: str, env: dict[str, str] | None = None)
         args=["serve", "--workspace", str(workspace), *args],
         env={"PATH": os.environ.get("PATH", ""), **(env or {})},
     )
+
+
+def agreement_with_in_memory_warp(src: Path, out: Path) -> float:
+    """Fraction of ``out``'s pixels equal to an independent whole-array nearest warp of ``src``.
+
+    The reference is ``rasterio.warp.reproject`` onto ``out``'s own grid, computed in memory,
+    so it checks the server's windowed warp, nodata handling and grid bookkeeping end to end.
+    """
+    with rasterio.open(out) as warped, rasterio.open(src) as source:
+        expected = np.zeros((warped.count, warped.height, warped.width), dtype=warped.dtypes[0])
+        reproject(
+            source.read(),
+            expected,
+            src_transform=source.transform,
+            src_crs=source.crs,
+            dst_transform=warped.transform,
+            dst_crs=warped.crs,
+            resampling=Resampling.nearest,
+            src_nodata=source.nodata,
+            dst_nodata=source.nodata,
+        )
+        return float((warped.read() == expected).mean())

@@ -29,17 +29,7 @@ from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError
 from llmc_mcp.operations import raster
 from llmc_mcp.operations.catalog import Operation, OperationContext
 from llmc_mcp.operations.gdal_env import READ_DRIVERS, disable_network, gdal_env
-
-ALL_SHARED = (
-    "RGB.byte.tif",
-    "shade.tif",
-    "world.byte.tif",
-    "RGBA.uint16.tif",
-    "goes.tif",
-    "float_nan.tif",
-    "rotated.tif",
-    "corrupt.tif",
-)
+from tests.conftest import SHARED_FILES
 
 
 def north_up(west: float, north: float, pixel: float) -> Affine:
@@ -135,7 +125,7 @@ def test_disable_network_turns_proj_and_gdal_network_off():
 # ---------------------------------------------------------------------------------------------- info
 
 
-@pytest.mark.parametrize("name", ALL_SHARED)
+@pytest.mark.parametrize("name", SHARED_FILES)
 def test_info_describes_every_shared_file_like_rasterio(
     ctx: OperationContext, workspace_dir: Path, name: str
 ):

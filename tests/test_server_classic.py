@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import rasterio
 from mcp import Client
-from rasterio.warp import Resampling, reproject
 
 from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
-from tests.mcp_helpers import justification_for, stdio_params, structured, text
+from tests.mcp_helpers import agreement_with_in_memory_warp, justification_for, stdio_params, structured, text
 
 pytestmark = pytest.mark.anyio
 
@@ -93,24 +91,9 @@ async def test_miss_persist_retry_writes_a_correct_reprojection(client: Client, 
     assert not result.is_error, text(result)
     info = structured(result)
     assert info["crs"]["epsg"] == 4326
-    with (
-        rasterio.open(workspace_dir / "rgb_4326.tif") as out,
-        rasterio.open(workspace_dir / "RGB.byte.tif") as src,
-    ):
-        expected = np.zeros((3, out.height, out.width), dtype="uint8")
-        reproject(
-            src.read(),
-            expected,
-            src_transform=src.transform,
-            src_crs=src.crs,
-            dst_transform=out.transform,
-            dst_crs=out.crs,
-            resampling=Resampling.nearest,
-            src_nodata=0,
-            dst_nodata=0,
-        )
-        assert (out.width, out.height) == (info["width"], info["height"])
-        assert (out.read() == expected).mean() > 0.99
+    assert (
+        agreement_with_in_memory_warp(workspace_dir / "RGB.byte.tif", workspace_dir / "rgb_4326.tif") > 0.99
+    )
 
 
 async def test_an_invalid_justification_gets_field_level_errors(client: Client) -> None:

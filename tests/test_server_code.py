@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-import rasterio
 from mcp import Client
-from rasterio.warp import Resampling, reproject
 
 from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.tokens import count_json_tokens, count_tokens
-from tests.mcp_helpers import justification_for, stdio_params, structured, text
+from tests.mcp_helpers import agreement_with_in_memory_warp, justification_for, stdio_params, structured, text
 
 pytestmark = pytest.mark.anyio
 
@@ -134,23 +131,9 @@ async def test_gated_reprojection_completes_in_two_calls(
         done = await run(client, f"hints = {json.dumps(hints)}\n{PERSIST_AND_RETRY}")
     assert done["ok"], done["error"]
     assert done["result"] == {"crs": 4326, "size": done["result"]["size"]}
-    with (
-        rasterio.open(workspace_dir / "rgb_4326.tif") as out,
-        rasterio.open(workspace_dir / "RGB.byte.tif") as src,
-    ):
-        expected = np.zeros((out.count, out.height, out.width), dtype="uint8")
-        reproject(
-            src.read(),
-            expected,
-            src_transform=src.transform,
-            src_crs=src.crs,
-            dst_transform=out.transform,
-            dst_crs=out.crs,
-            resampling=Resampling.nearest,
-            src_nodata=0,
-            dst_nodata=0,
-        )
-        assert (out.read() == expected).mean() > 0.99
+    assert (
+        agreement_with_in_memory_warp(workspace_dir / "RGB.byte.tif", workspace_dir / "rgb_4326.tif") > 0.99
+    )
 
 
 async def test_reflection_required_can_be_caught_inside_the_code(code_settings: Settings) -> None:
