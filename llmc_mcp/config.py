@@ -23,6 +23,7 @@ class Settings(BaseModel):
     idle_ttl: float = Field(
         900.0, gt=0, description="Seconds after which an idle session's worker is reaped."
     )
+    max_workers: int = Field(32, ge=1, le=1024, description="Code-mode workers (sessions) alive at once.")
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -32,6 +33,8 @@ class Settings(BaseModel):
             "workspace": os.environ.get("LLMC_MCP_WORKSPACE"),
             "exec_timeout": os.environ.get("LLMC_MCP_EXEC_TIMEOUT"),
             "memory_mb": os.environ.get("LLMC_MCP_MEMORY_MB"),
+            "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
+            "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
         }
         values = {k: v for k, v in env.items() if v}
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -125,6 +125,12 @@ def check_relative_name(name: object, argument: str = "path") -> PurePosixPath:
         raise PathRefused(f"{argument} is empty.", fix=_FIX)
     if len(name) > MAX_PATH_CHARS:
         raise PathRefused(f"{argument} is longer than {MAX_PATH_CHARS} characters.", fix=_FIX)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathRefused(
+            f"{argument} contains characters that are not valid Unicode (lone surrogates).", fix=_FIX
+        ) from None
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise PathRefused(f"{argument} contains a control character (NUL, newline...).", fix=_FIX)
     if unicodedata.normalize("NFKC", name) != name:

@@ -85,6 +85,20 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         help="Wall-time limit of one execute_code call (default 30). Env: LLMC_MCP_EXEC_TIMEOUT.",
     )
     parser.add_argument(
+        "--idle-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Reap a session's worker after this long idle (default 900). Env: LLMC_MCP_IDLE_TTL.",
+    )
+    parser.add_argument(
+        "--max-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Code-mode sessions (workers) alive at once (default 32). Env: LLMC_MCP_MAX_WORKERS.",
+    )
+    parser.add_argument(
         "--memory-mb",
         type=int,
         default=None,
@@ -119,6 +133,8 @@ def _settings(args: argparse.Namespace):
             workspace=getattr(args, "workspace", None),
             exec_timeout=getattr(args, "exec_timeout", None),
             memory_mb=getattr(args, "memory_mb", None),
+            idle_ttl=getattr(args, "idle_ttl", None),
+            max_workers=getattr(args, "max_workers", None),
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -53,6 +53,8 @@ def validate_justification(payload: Any, decision: Decision) -> Justification:
     """Validate shape, size and the tie to ``decision``; field-level errors go back to the agent."""
     try:
         size = len(json.dumps(payload, default=str))
+    except RecursionError:
+        _fail(["justification: nested too deeply to be a justification"])
     except (TypeError, ValueError):
         size = MAX_JUSTIFICATION_CHARS + 1
     if size > MAX_JUSTIFICATION_CHARS:

@@ -6,10 +6,35 @@ afresh on its next call. A worker that dies (segfault, OOM kill, CPU rlimit)
 costs its session its variables and nothing else. While agent code runs, the
 worker's requests (gate decisions, persisting) are served here, in the
 trusted process, by :class:`HostHandler`.
+
+Lifecycle, all on the parent side:
+
+- **Session end.** :meth:`WorkerPool.close_session` stops a session's worker. The
+  in-process and stdio lifespans call it; for stateful HTTP, where one lifespan
+  serves every session, :meth:`WorkerPool.close_with_connection` hooks it to the
+  MCP connection's teardown (client DELETE, the SDK's session idle timeout, a
+  crashed session), so a worker never outlives its HTTP session by more than
+  that.
+- **Idle TTL.** A worker unused for ``settings.idle_ttl`` seconds is reaped by a
+  background task started lazily with the first worker (and ending with the
+  last), so reaping happens even when no calls come. Its session starts fresh
+  if it comes back (``session.fresh`` says so).
+- **Priority.** Interactive calls first: a worker starts up, and a call still running after
+  :data:`DEMOTE_AFTER` seconds continues, at nice :data:`DEMOTED_NICE` (its scheduler autogroup,
+  and for long calls its process group too); the next call restores normal priority. (Restoring
+  a process's nice needs CAP_SYS_NICE; the autogroup's, which is what orders workers against the
+  server and each other, does not.) So runaway loops and crash-respawn cycles of one session cost
+  the others little.
+- **Bounds.** At most ``max_workers`` workers live at once (a call that would
+  need one more first reaps idle workers, then gets a clear ``TooManySessions``
+  error, never a hang); code longer than the worker accepts, or that is not
+  valid Unicode text, is refused before it reaches the worker, so the session
+  keeps its variables.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -19,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +53,7 @@ from anyio.abc import Process
 
 from llmc_mcp.config import Settings
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
+from llmc_mcp.sandbox.executor import MAX_CODE_CHARS
 from llmc_mcp.sandbox.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -35,6 +62,13 @@ HostHandler = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 """Serves one worker request; returns its result or raises an LlmcError."""
 
 STARTUP_TIMEOUT = 60.0
+DEMOTE_AFTER = 1.0
+"""Seconds into a call after which its worker runs at :data:`DEMOTED_NICE`: short interactive calls of
+other sessions then get the CPU first, and a runaway loop costs the others little until its timeout."""
+DEMOTED_NICE = 10
+EXIT_GRACE = 1.0
+"""Seconds a worker whose channel closed gets to exit by itself, so its real status is reported."""
+REAP_INTERVAL_MAX = 60.0
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PROJ_DATA", "PROJ_LIB", "GDAL_DATA")
 _WORKER_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -60,6 +94,10 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+class WorkerStartError(Exception):
+    """A worker process could not be started or did not report ready."""
+
+
 @dataclass
 class Worker:
     process: Process
@@ -67,11 +105,25 @@ class Worker:
     started: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)
     calls: int = 0
+    demoted: bool = False
     _ids: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def next_id(self) -> int:
         self._ids += 1
         return self._ids
+
+    def demote(self) -> None:
+        """Lower the CPU priority of the worker: its process group and its scheduler autogroup."""
+        self.demoted = _set_nice(self.process.pid, DEMOTED_NICE) or self.demoted
+
+    def promote(self) -> None:
+        """Back to normal priority, if it was lowered and the OS lets us raise it again."""
+        if self.demoted and _set_nice(self.process.pid, 0):
+            self.demoted = False
 
     def kill(self) -> None:
         """Kill the whole process group: the worker and anything it started."""
@@ -84,7 +136,14 @@ class Worker:
 class WorkerPool:
     """Maps session keys to warm workers; serializes calls within a session."""
 
-    def __init__(self, settings: Settings, workspace: str, handler: HostHandler):
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: str,
+        handler: HostHandler,
+        *,
+        max_workers: int | None = None,
+    ):
         self.settings = settings
         self._handler = handler
         self._config = WorkerConfig(
@@ -94,24 +153,63 @@ class WorkerPool:
             num_threads=settings.num_threads,
             cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
         )
+        self.max_workers = max_workers or settings.max_workers
         self._workers: dict[str, Worker] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._starting = 0
+        self._bound: set[str] = set()
+        self._reaper: Any = None  # the asyncio task of the idle reaper, while one runs
+        self.spawned = 0
+        self.reaped = 0
+
+    # ------------------------------------------------------------------------------------ observing
 
     @property
     def sessions(self) -> int:
         return len(self._workers)
 
+    def worker_pids(self) -> dict[str, int]:
+        """Live workers by session key (for tests, benchmarks and logs)."""
+        return {key: worker.pid for key, worker in self._workers.items()}
+
+    # -------------------------------------------------------------------------------------- calling
+
     async def execute(self, key: str, code: str, reset: bool) -> dict[str, Any]:
+        refused = _check_code(code)
+        if refused is not None:
+            return refused
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
-            await self.reap_idle()
+            reaper_running = self._reaper is not None and not self._reaper.done()
+            if not reaper_running or len(self._workers) + self._starting >= self.max_workers:
+                await self.reap_idle()  # normally the background reaper's job; inline when full
             worker = self._workers.get(key)
             fresh = worker is None
             if worker is None:
-                worker = await self._spawn()
+                if len(self._workers) + self._starting >= self.max_workers:
+                    return _limit_failure(
+                        "TooManySessions",
+                        f"All {self.max_workers} code workers are in use by other sessions, so this session "
+                        "could not get one. Nothing ran.",
+                        f"Retry in a while: idle sessions are stopped after {self.settings.idle_ttl:g} s "
+                        "without calls, and ended sessions at once.",
+                        reset=False,
+                    )
+                try:
+                    worker = await self._spawn()
+                except WorkerStartError as exc:
+                    return _limit_failure(
+                        "WorkerStartFailed",
+                        f"The code worker could not be started ({exc}). Nothing ran.",
+                        "Retry the call; if it keeps failing the server is short of memory or processes.",
+                        reset=False,
+                    )
                 self._workers[key] = worker
+                self._ensure_reaper()
             worker.last_used = time.monotonic()
             worker.calls += 1
+            worker.promote()
+            demotion = _call_later(DEMOTE_AFTER, worker.demote)
             try:
                 with anyio.fail_after(self.settings.exec_timeout):
                     result = await self._call(worker, "execute", {"code": code, "reset": reset})
@@ -124,54 +222,165 @@ class WorkerPool:
                     "Make the work smaller (windows, approx=True, fewer files) or split it across calls.",
                 )
             except (ChannelClosed, ProtocolError) as exc:
-                returncode = await self._discard(key)
+                returncode = await self._discard(key, grace=EXIT_GRACE)
                 return _limit_failure("WorkerCrashed", _crash_message(returncode, exc), _CRASH_FIX)
             except BaseException:
                 # Cancelled mid-call (client cancel, shutdown): the worker is in an unknown state.
                 with anyio.CancelScope(shield=True):
                     await self._discard(key)
                 raise
+            finally:
+                if demotion is not None:
+                    demotion.cancel()
+                worker.last_used = time.monotonic()
             result["session"] = {"fresh": fresh or reset, "calls": worker.calls}
             return result
 
+    # ------------------------------------------------------------------------------------ lifecycle
+
     async def close_session(self, key: str) -> None:
+        """Stop the session's worker (if any) and forget the session."""
+        self._bound.discard(key)
         lock = self._locks.get(key)
         if lock is None:
+            await self._discard(key)
             return
         async with lock:
             await self._discard(key)
-        self._locks.pop(key, None)
+        # Forget the lock only if nobody is queued on it: a waiter must keep serializing with
+        # whoever comes after it, so it must not be handed a lock a newcomer will not see.
+        if not lock.locked() and lock.statistics().tasks_waiting == 0 and key not in self._workers:
+            self._locks.pop(key, None)
+
+    def close_with(self, key: str, exit_stack: AsyncExitStack) -> None:
+        """Close ``key``'s session when ``exit_stack`` unwinds (once per key, however often called)."""
+        if key in self._bound:
+            return
+        self._bound.add(key)
+        exit_stack.push_async_callback(self.close_session, key)
+
+    def close_with_connection(self, key: str, ctx: Any) -> bool:
+        """Tie ``key``'s worker to the MCP connection of ``ctx`` (an ``mcpserver.Context``).
+
+        The SDK unwinds ``Connection.exit_stack`` when the connection ends: for stateful
+        streamable HTTP that is the client's DELETE, the session idle timeout or a crashed
+        session. mcp 2.3 gives tools no public handle on the Connection, so this reaches it
+        through the request's session, defensively: False (idle TTL reaping only) if absent.
+        """
+        try:
+            session = ctx.request_context.session
+        except (AttributeError, ValueError):
+            return False
+        connection = getattr(session, "connection", None) or getattr(session, "_connection", None)
+        stack = getattr(connection, "exit_stack", None)
+        if not isinstance(stack, AsyncExitStack):
+            return False
+        self.close_with(key, stack)
+        return True
 
     async def close(self) -> None:
+        """Stop every worker and the reaper (server shutdown)."""
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None and not reaper.done():
+            reaper.cancel()
         for key in list(self._workers):
             await self._discard(key)
+        self._locks.clear()
+        self._bound.clear()
 
-    async def reap_idle(self) -> None:
+    async def reap_idle(self, now: float | None = None) -> int:
         """Stop workers idle longer than the TTL; their sessions start fresh if they come back."""
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
+        reaped = 0
         for key, worker in list(self._workers.items()):
-            if now - worker.last_used > self.settings.idle_ttl and not self._locks[key].locked():
-                log.info("reaping idle worker of session %s", key[:12])
-                await self._discard(key)
+            lock = self._locks.get(key)
+            busy = lock is not None and lock.locked()
+            idle = now - worker.last_used > self.settings.idle_ttl
+            if busy or not idle or self._workers.get(key) is not worker:
+                continue
+            log.info("reaping idle worker %s of session %s", worker.pid, key[:12])
+            self.reaped += 1
+            reaped += 1
+            await self._discard(key)
+            if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._locks.pop(key, None)
+        return reaped
+
+    def _ensure_reaper(self) -> None:
+        """Start the idle reaper on this event loop unless one runs.
+
+        A plain asyncio task, not a task-group child: it must outlive the request that started
+        it (an HTTP request handler), and the server runs on asyncio (uvicorn, ``mcp.run``). On
+        another event loop (trio) there is no background reaper; workers are then reaped on calls.
+        """
+        if self._reaper is not None and not self._reaper.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._reaper = loop.create_task(self._reap_forever(), name="llmc-worker-reaper")
+
+    def _stop_reaper_if_idle(self) -> None:
+        reaper = self._reaper
+        if self._workers or reaper is None or reaper.done():
+            return
+        with contextlib.suppress(RuntimeError):
+            if asyncio.current_task() is reaper:
+                return
+        reaper.cancel()
+        self._reaper = None
+
+    async def _reap_forever(self) -> None:
+        interval = min(max(self.settings.idle_ttl / 4, 0.05), REAP_INTERVAL_MAX)
+        try:
+            while self._workers:
+                await anyio.sleep(interval)
+                try:
+                    await self.reap_idle()
+                except Exception:
+                    log.exception("idle reaper failed; retrying")
+        finally:
+            with contextlib.suppress(RuntimeError):
+                if self._reaper is asyncio.current_task():
+                    self._reaper = None
+
+    # ------------------------------------------------------------------------------------ internals
 
     async def _spawn(self) -> Worker:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "llmc_mcp.sandbox.worker", self._config.model_dump_json()],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            env=worker_environment(),
-            start_new_session=True,
-            cwd=self._config.workspace,
-        )
-        assert process.stdout is not None and process.stdin is not None
-        worker = Worker(process, AsyncChannel(process.stdout, process.stdin))
+        self._starting += 1
         try:
-            with anyio.fail_after(STARTUP_TIMEOUT):
-                ready = await worker.channel.receive()
-        except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-            worker.kill()
-            raise RuntimeError(f"the code worker failed to start ({type(exc).__name__})") from None
+            try:
+                process = await anyio.open_process(
+                    [sys.executable, "-m", "llmc_mcp.sandbox.worker", self._config.model_dump_json()],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=None,
+                    env=worker_environment(),
+                    start_new_session=True,
+                    cwd=self._config.workspace,
+                )
+            except OSError as exc:
+                raise WorkerStartError(exc.strerror or type(exc).__name__) from None
+            assert process.stdout is not None and process.stdin is not None
+            worker = Worker(process, AsyncChannel(process.stdout, process.stdin))
+            # Start-up (an interpreter importing GDAL, PROJ, numpy: ~0.5 s of CPU) runs in the
+            # background class too; the first call brings the worker back to normal priority.
+            worker.demoted = _set_autogroup_nice(process.pid, DEMOTED_NICE)
+            try:
+                with anyio.fail_after(STARTUP_TIMEOUT):
+                    ready = await worker.channel.receive()
+            except (TimeoutError, ChannelClosed, ProtocolError) as exc:
+                worker.kill()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
+                    await process.wait()
+                raise WorkerStartError(type(exc).__name__) from None
+            except BaseException:
+                worker.kill()
+                raise
+        finally:
+            self._starting -= 1
+        self.spawned += 1
         log.info("worker %s ready", ready.get("result", {}).get("pid"))
         return worker
 
@@ -202,19 +411,89 @@ class WorkerPool:
             reply["error"] = {"type": "internal_error", "message": "The server could not serve this request."}
         return reply
 
-    async def _discard(self, key: str) -> int | None:
+    async def _discard(self, key: str, grace: float = 0.0) -> int | None:
+        """Forget the session's worker at once, then make sure its process group is gone and reaped."""
         worker = self._workers.pop(key, None)
         if worker is None:
             return None
-        worker.kill()
-        with anyio.move_on_after(5), contextlib.suppress(Exception):
-            await worker.process.wait()
-        with contextlib.suppress(Exception):
-            await worker.process.aclose()
+        self._stop_reaper_if_idle()
+        with anyio.CancelScope(shield=True):
+            if grace > 0:
+                # The channel closed: the worker is probably exiting; let it, to learn why it died.
+                with anyio.move_on_after(grace), contextlib.suppress(Exception):
+                    await worker.process.wait()
+            worker.kill()
+            with anyio.move_on_after(5), contextlib.suppress(Exception):
+                await worker.process.wait()
+            with contextlib.suppress(Exception):
+                await worker.process.aclose()
         return worker.process.returncode
 
 
+def _set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Only the autogroup's nice: anyone may set it back to 0 later (unlike a process's nice)."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as handle:
+            handle.write(str(nice))
+    except OSError:
+        return False
+    return True
+
+
+def _set_nice(pid: int, nice: int) -> bool:
+    """Nice every thread of the worker's process group, and its autogroup.
+
+    Workers run in their own session (``start_new_session``), and with CONFIG_SCHED_AUTOGROUP
+    (on by default in most distributions) every session is a scheduling group of its own: nice
+    then only orders threads inside the group, and groups share the CPU equally. So a spinning
+    worker would take as much CPU as the whole server process. The autogroup's own nice value
+    (``/proc/<pid>/autogroup``) is what orders the groups. Raising priority again needs
+    CAP_SYS_NICE; unprivileged, the call fails and the worker stays as it is.
+    """
+    done = False
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, pid, nice)
+        done = True
+    return _set_autogroup_nice(pid, nice) or done
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle | None:
+    """Run ``callback`` on this event loop after ``delay`` seconds, unless cancelled (asyncio only)."""
+    try:
+        return asyncio.get_running_loop().call_later(delay, callback)
+    except RuntimeError:
+        return None
+
+
 _CRASH_FIX = "Run the call again: a fresh worker starts. Recreate any variables you need."
+
+
+def _check_code(code: object) -> dict[str, Any] | None:
+    """Refuse code the worker cannot receive, without touching the session's worker."""
+    if not isinstance(code, str):
+        return _code_failure("TypeError", "code must be a string.", "Pass the Python source as a string.")
+    if len(code) > MAX_CODE_CHARS:
+        return _code_failure(
+            "CodeTooLong",
+            f"code has {len(code)} characters; the limit is {MAX_CODE_CHARS}.",
+            "Send less code per call; keep data in files or variables, not in the source.",
+        )
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return _code_failure(
+            "InvalidText",
+            f"code contains a lone UTF-16 surrogate (U+{ord(code[exc.start]):04X} at character "
+            f"{exc.start}), which is not valid Unicode text.",
+            "Remove it, or write it as an escape inside a string literal ('\\ud800').",
+        )
+    return None
+
+
+def _code_failure(kind: str, message: str, fix: str) -> dict[str, Any]:
+    failure = _limit_failure(kind, message + " Nothing ran; the session is unchanged.", fix, reset=False)
+    failure["session"] = {"fresh": False, "unchanged": True}
+    return failure
 
 
 def _crash_message(returncode: int | None, exc: Exception) -> str:
@@ -224,6 +503,7 @@ def _crash_message(returncode: int | None, exc: Exception) -> str:
             "SIGXCPU": "it used up its CPU-time limit",
             "SIGKILL": "it was killed (out of memory?)",
             "SIGSEGV": "it crashed (segmentation fault)",
+            "SIGXFSZ": "it wrote a file over the file-size limit",
         }.get(name, f"it was stopped by {name}")
     elif returncode is not None:
         cause = f"it exited with status {returncode}"
@@ -232,12 +512,12 @@ def _crash_message(returncode: int | None, exc: Exception) -> str:
     return f"The code worker died: {cause}. The session was reset: variables from earlier calls are gone."
 
 
-def _limit_failure(kind: str, message: str, fix: str) -> dict[str, Any]:
+def _limit_failure(kind: str, message: str, fix: str, *, reset: bool = True) -> dict[str, Any]:
     return {
         "ok": False,
         "stdout": "",
         "stdout_dropped": 0,
         "result": None,
         "error": {"type": kind, "message": message, "fix": fix, "line": 0, "traceback": ""},
-        "session": {"fresh": True, "reset": True},
+        "session": {"fresh": True, "reset": True} if reset else {"fresh": False},
     }

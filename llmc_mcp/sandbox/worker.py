@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import resource
+import signal
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -162,6 +163,7 @@ _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SEL
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _REMOVE_DIR, _REMOVE_FILE, _MAKE_DIR, _MAKE_REG = 1 << 4, 1 << 5, 1 << 7, 1 << 8
@@ -360,7 +362,17 @@ def serve(config: WorkerConfig, channel: Any) -> None:
             )
 
 
+def _die_with_the_server() -> None:
+    """Ask the kernel to kill this worker when the server dies, even mid-call in agent code.
+
+    An idle worker notices the closed channel and exits; a busy one would otherwise run on until its
+    CPU limit.
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def main() -> None:
+    _die_with_the_server()
     reader, writer = _take_channel_fds()
     stderr = _bounded_stderr()
     logging.basicConfig(stream=stderr, level=logging.WARNING, format="worker %(levelname)s %(message)s")

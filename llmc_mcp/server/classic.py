@@ -15,7 +15,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from llmc_mcp import __version__
 from llmc_mcp.operations import CATALOG, Operation
@@ -46,6 +46,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
             ),
             structured_output=False,
         )
+        _forbid_unknown_arguments(server, op.tool_name)
     server.add_tool(
         _persist_tool(runtime),
         name="persist_justification",
@@ -56,9 +57,25 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
         structured_output=False,
     )
+    _forbid_unknown_arguments(server, "persist_justification")
     for template in runtime.gate.prompts:
         server.add_prompt(_prompt(template))
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer, name: str) -> None:
+    """The SDK's argument model ignores unknown keys; make them an error that names the key.
+
+    An option the agent misspells (``include_wtk``) must not be silently dropped. There is no
+    public hook for this in mcp 2.3, so the tool's argument model is replaced by a subclass with
+    ``extra="forbid"`` and the published schema says ``additionalProperties: false``.
+    """
+    tool = server._tool_manager.get_tool(name)
+    base = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(
+        base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid")}
+    )
+    tool.parameters["additionalProperties"] = False
 
 
 def _tool_description(op: Operation) -> str:

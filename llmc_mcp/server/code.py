@@ -138,7 +138,7 @@ def build_code_server(runtime: Runtime) -> MCPServer:
             return error_result(
                 {
                     "type": "not_found",
-                    "message": f"No stub module or function named {module!r}.",
+                    "message": f"No stub module or function named {module[:100]!r}.",
                     "fix": f"Valid modules: {', '.join(stubs.modules)}; or one function such as "
                     f"'{next(iter(stubs.functions))}'.",
                 }
@@ -169,6 +169,9 @@ def build_code_server(runtime: Runtime) -> MCPServer:
                     await pool.close_session(ephemeral)
                 result["session"] = {"fresh": True, "stateless": True}
             else:
+                if key.startswith("http-"):
+                    # Stop the worker when the HTTP session ends (DELETE, idle timeout, shutdown).
+                    pool.close_with_connection(key, ctx)
                 result = await pool.execute(key, code, reset)
         except Exception as exc:
             return exception_result(exc, "execute_code")
