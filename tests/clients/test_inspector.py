@@ -109,7 +109,7 @@ def test_initialize_carries_the_instructions_and_00_init_returns_them(call, code
 
 def test_read_stubs_with_and_without_a_module(call, code_target: Target) -> None:
     index = text(tool(call, code_target, "read_stubs", {}))
-    assert "- raster: info, stats, reproject, convert" in index and "- reflection: persist" in index
+    assert "- raster.reproject(src, dst, dst_crs" in index and "reflection.persist(hash" in index
     source = text(tool(call, code_target, "read_stubs", {"module": "raster"}))
     compile(source, "raster.py", "exec")
     assert "def reproject(src: str, dst: str, dst_crs: str" in source

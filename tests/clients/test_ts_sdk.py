@@ -61,7 +61,7 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
     if mode == "code":
         assert summary["tools"] == ["00_INIT", "execute_code", "read_stubs"]
         assert summary["init"]["isError"] is False and summary["initMatchesInstructions"] is True
-        assert "- raster: info, stats, reproject, convert" in summary["readStubs"]["index"]
+        assert "- raster.reproject(src, dst, dst_crs" in summary["readStubs"]["index"]
         assert "def reproject(src: str, dst: str, dst_crs: str" in summary["readStubs"]["raster"]
         assert summary["info"]["ok"] and summary["info"]["result"] == 791
         assert miss["errorType"] == "ReflectionRequired" and "reflection.persist" in miss["nextAction"]
