@@ -65,7 +65,7 @@ STARTUP_TIMEOUT = 60.0
 DEMOTE_AFTER = 1.0
 """Seconds into a call after which its worker runs at :data:`DEMOTED_NICE`: short interactive calls of
 other sessions then get the CPU first, and a runaway loop costs the others little until its timeout."""
-DEMOTED_NICE = 10
+DEMOTED_NICE = 19
 EXIT_GRACE = 1.0
 """Seconds a worker whose channel closed gets to exit by itself, so its real status is reported."""
 REAP_INTERVAL_MAX = 60.0
