@@ -124,8 +124,8 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     @server.tool(
         name="read_stubs",
         description=(
-            "No argument: index of the Python modules. With a module name ('raster') or a function "
-            "('raster.reproject'): its typed stub source."
+            "No argument: every function's signature. With a module ('raster') or a function "
+            "('raster.reproject'): its typed stub source with result shapes and docs."
         ),
         annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
         structured_output=False,

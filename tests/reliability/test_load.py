@@ -29,7 +29,7 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.sandbox.pool import DEMOTED_NICE, WorkerPool
 from llmc_mcp.server.app import build_server
 from tests.reliability._rawstdio import alive
 
@@ -354,12 +354,12 @@ async def test_a_long_call_runs_at_lower_priority_and_the_next_call_does_not(tmp
         async def watch() -> None:
             await anyio.sleep(1.4)
             niceness.append(_nice(pid))
-            assert _group_nice(pid) in (10, None)
+            assert _group_nice(pid) in (DEMOTED_NICE, None)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
             await pool.execute("long", "sum(range(12 * 10**7))", False)
-        assert niceness == [10], "a call running for over a second was not demoted"
+        assert niceness == [DEMOTED_NICE], "a call running for over a second was not demoted"
         await pool.execute("long", "1", False)
         assert _group_nice(pid) in (0, None)
         if os.geteuid() == 0:  # raising a process's priority again needs CAP_SYS_NICE
