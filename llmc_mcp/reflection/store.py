@@ -213,8 +213,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _os_reason(exc: OSError) -> str:
-    if exc.errno == errno.ENOSPC:
-        return "the disk is full"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full (or the user's quota is used up)"
+    if exc.errno == errno.EFBIG:
+        return "the file-size limit of this process was reached"
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return "the store is read-only or not writable"
     return exc.strerror or type(exc).__name__
