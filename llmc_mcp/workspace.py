@@ -90,10 +90,11 @@ class Workspace:
         except OSError as exc:
             # Fail closed: a listing we cannot make hides nothing from GDAL.
             raise PathRefused(
-                f"{argument}: '{name}': its directory cannot be checked ({exc.strerror})."
+                f"{argument}: '{name}': its directory cannot be checked ({exc.strerror}).",
+                fix="Check the folder's permissions, or move the file into a readable folder.",
             ) from None
         for entry in entries:
-            if entry.name == path.name or not entry.name.startswith(stem) or not entry.is_symlink():
+            if entry.name == path.name or not entry.name.startswith(stem + ".") or not entry.is_symlink():
                 continue
             target = Path(entry.path).resolve()
             inside = target.is_relative_to(self.root) and target != self.root

@@ -786,3 +786,28 @@ def test_reproject_accepts_non_epsg_authority_codes(ctx: OperationContext, dst_c
     with gdal_env(ctx):
         info = op.run(ctx, args)
     assert info.crs is not None and info.width > 0
+
+
+def test_auto_overviews_on_a_raster_too_small_for_any_are_refused(ctx: OperationContext) -> None:
+    op = raster.convert
+    args = op.validate(
+        {"src": "rotated.tif", "dst": "small.tif", "overviews": "auto", "overview_resampling": "average"}
+    )
+    with pytest.raises(InvalidArgument, match="builds none"), gdal_env(ctx):
+        op.check(ctx, args)
+
+
+def test_info_names_an_epsg_code_only_for_an_exact_match(ctx: OperationContext, workspace_dir: Path) -> None:
+    profile = {
+        "driver": "GTiff",
+        "width": 4,
+        "height": 4,
+        "count": 1,
+        "dtype": "uint8",
+        "crs": "+proj=utm +zone=18 +ellps=WGS84 +units=m +no_defs",
+        "transform": Affine(30, 0, 500000, 0, -30, 4000000),
+    }
+    with rasterio.open(workspace_dir / "utm_ellps.tif", "w", **profile) as dst:
+        dst.write(np.zeros((1, 4, 4), dtype="uint8"))
+    info = raster.info.run(ctx, raster.info.validate({"path": "utm_ellps.tif"}))
+    assert info.crs is not None and info.crs.epsg is None

@@ -71,7 +71,7 @@ _NETWORK_OFF: dict[str, str] = {
     "PROJ_NETWORK": "OFF",
 }
 
-_HARDENED: dict[str, str] = {
+HARDENED_CONFIG: dict[str, str] = {
     **_NETWORK_OFF,
     "GDAL_VRT_ENABLE_PYTHON": "NO",
     "GDAL_MEM_ENABLE_OPEN": "NO",
@@ -91,7 +91,7 @@ classic-mode server by 1.2 GB; streaming reads need only a few blocks in cache."
 def gdal_env(ctx: OperationContext) -> rasterio.Env:
     """A ``rasterio.Env`` with the hardened options and the context's thread budget; nestable."""
     # The warper's NUM_THREADS falls back to GDAL_NUM_THREADS, so this also bounds warping.
-    return rasterio.Env(**_HARDENED, GDAL_NUM_THREADS=str(ctx.num_threads), GDAL_CACHEMAX=GDAL_CACHE_MB)
+    return rasterio.Env(**HARDENED_CONFIG, GDAL_NUM_THREADS=str(ctx.num_threads), GDAL_CACHEMAX=GDAL_CACHE_MB)
 
 
 def disable_network() -> None:

@@ -19,7 +19,7 @@ from llmc_mcp.crs_text import identify, parse_crs
 Domain = Literal["crs_datum", "resampling", "format_selection"]
 DOMAINS: frozenset[str] = frozenset(get_args(Domain))
 
-LOSSY_COMPRESSIONS = frozenset({"JPEG", "WEBP", "LERC", "LERC_DEFLATE", "LERC_ZSTD", "JXL"})
+LOSSY_COMPRESSIONS = frozenset({"JPEG", "WEBP", "LERC", "LERC_DEFLATE", "LERC_ZSTD"})
 """Compressions that can change pixel values. LERC is lossy whenever MAX_Z_ERROR > 0, which
 is the default we cannot rule out, so it is always gated."""
 
@@ -118,7 +118,7 @@ CONVERT_LOSSY = ReflectionSpec(
     prompt="justify_lossy_compression",
     subject="compress",
     decision=_convert_lossy,
-    when="when compress is lossy (JPEG, WEBP, LERC*, JXL)",
+    when="when compress is lossy (JPEG, WEBP, LERC*)",
 )
 CONVERT_OVERVIEWS = ReflectionSpec(
     domain="resampling",

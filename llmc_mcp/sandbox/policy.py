@@ -24,7 +24,6 @@ from __future__ import annotations
 import builtins
 import importlib
 import itertools
-import json
 import operator
 import types
 import weakref
@@ -403,7 +402,3 @@ def _safe_repr(value: Any) -> str:
         return repr(value)
     except Exception as exc:
         return f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"
-
-
-def dumps_plain(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)

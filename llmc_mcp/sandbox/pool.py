@@ -52,6 +52,7 @@ import anyio
 from anyio.abc import Process
 
 from llmc_mcp.config import Settings
+from llmc_mcp.operations.gdal_env import HARDENED_CONFIG
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.executor import MAX_CODE_CHARS
 from llmc_mcp.sandbox.worker import WorkerConfig
@@ -74,15 +75,10 @@ _WORKER_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
     "MALLOC_ARENA_MAX": "2",
-    "PROJ_NETWORK": "OFF",
-    "GDAL_VRT_ENABLE_PYTHON": "NO",
-    "GDAL_MEM_ENABLE_OPEN": "NO",
-    "GDAL_HTTP_TIMEOUT": "1",
-    "CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".llmc-none",
-    "AWS_NO_SIGN_REQUEST": "YES",
-    "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR",
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
+    # The same hardening gdal_env applies per operation, already in force when GDAL loads.
+    **HARDENED_CONFIG,
 }
 
 
@@ -159,7 +155,6 @@ class WorkerPool:
         self._starting = 0
         self._bound: set[str] = set()
         self._reaper: Any = None  # the asyncio task of the idle reaper, while one runs
-        self.spawned = 0
         self.reaped = 0
 
     # ------------------------------------------------------------------------------------ observing
@@ -380,8 +375,8 @@ class WorkerPool:
                 raise
         finally:
             self._starting -= 1
-        self.spawned += 1
-        log.info("worker %s ready", ready.get("result", {}).get("pid"))
+        started = ready.get("result", {})
+        log.info("worker %s ready (landlock ABI %s)", started.get("pid"), started.get("landlock"))
         return worker
 
     async def _call(self, worker: Worker, method: str, params: dict[str, Any]) -> Any:

@@ -67,7 +67,6 @@ def _take_channel_fds() -> tuple[Any, Any]:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    sys.stdout = sys.stderr
     return reader, writer
 
 
@@ -338,8 +337,6 @@ def serve(config: WorkerConfig, channel: Any) -> None:
     while True:
         message = channel.receive()
         method, params = message.get("method"), message.get("params") or {}
-        if method == "shutdown":
-            return
         if method == "execute":
             if params.get("reset"):
                 session.reset()
@@ -353,9 +350,6 @@ def serve(config: WorkerConfig, channel: Any) -> None:
                 failure = {"type": "ResultTooLarge", "message": str(exc), "line": 0, "traceback": ""}
                 answer = {"ok": False, "stdout": "", "stdout_dropped": 0, "result": None, "error": failure}
                 channel.send({"id": message.get("id"), "result": answer})
-        elif method == "reset":
-            session.reset()
-            channel.send({"id": message.get("id"), "result": {"reset": True}})
         else:
             channel.send(
                 {"id": message.get("id"), "error": {"type": "protocol", "message": f"unknown {method}"}}

@@ -89,7 +89,7 @@ class HostRequests:
                 "created_at": r.created_at,
                 "hash": r.key,
             }
-            for r in self._gate.store.records()
+            for r in sorted(self._gate.store.records(), key=lambda r: r.created_at)
         ]
 
 

@@ -139,8 +139,20 @@ class HttpServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self, timeout: float = 30.0) -> HttpServer:
-        args = [str(SERVER), "serve", "--workspace", str(self.workspace), "--mode", self.mode,
-                "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [
+            str(SERVER),
+            "serve",
+            "--workspace",
+            str(self.workspace),
+            "--mode",
+            self.mode,
+            "--transport",
+            "http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -218,8 +230,13 @@ def run_node(
     node: Path, env: dict[str, str], script: Path, args: Sequence[str], timeout: float = 120
 ) -> NodeResult:
     proc = subprocess.run(
-        [str(node), str(script), *args], cwd=CLIENTS, env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=timeout,
+        [str(node), str(script), *args],
+        cwd=CLIENTS,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return NodeResult(proc.returncode, proc.stdout, proc.stderr)
 

@@ -22,8 +22,14 @@ pytestmark = pytest.mark.clients
 
 SOURCE = "RGB.byte.tif"  # copied into every workspace by the fixtures
 CODE_TOOLS = ["00_INIT", "execute_code", "read_stubs"]
-CLASSIC_TOOLS = ["crs_info", "persist_justification", "raster_convert", "raster_info", "raster_reproject",
-                 "raster_stats"]
+CLASSIC_TOOLS = [
+    "crs_info",
+    "persist_justification",
+    "raster_convert",
+    "raster_info",
+    "raster_reproject",
+    "raster_stats",
+]
 PROMPTS = ["justify_crs_selection", "justify_lossy_compression", "justify_resampling_method"]
 REPROJECT_CALL = f'raster.reproject("{SOURCE}", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_ARGS = {"src": SOURCE, "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
@@ -129,11 +135,17 @@ def persist_and_retry(hints: list[dict[str, Any]], reissue: bool) -> str:
     """
     lines = []
     if reissue:
-        lines += ["try:", f"    {REPROJECT_CALL}", "except reflection.ReflectionRequired as e:",
-                  '    reissued = [h["hash"] for h in e.hints]']
+        lines += [
+            "try:",
+            f"    {REPROJECT_CALL}",
+            "except reflection.ReflectionRequired as e:",
+            '    reissued = [h["hash"] for h in e.hints]',
+        ]
     lines += [f"reflection.persist({h['hash']!r}, {h['domain']!r}, {justification_for(h)!r})" for h in hints]
-    lines += [f"out = {REPROJECT_CALL}",
-              '{"crs": out["crs"]["epsg"], "reissued": ' + ("reissued" if reissue else "None") + "}"]
+    lines += [
+        f"out = {REPROJECT_CALL}",
+        '{"crs": out["crs"]["epsg"], "reissued": ' + ("reissued" if reissue else "None") + "}",
+    ]
     return "\n".join(lines)
 
 
@@ -189,8 +201,13 @@ def test_classic_over_stdio_a_hash_does_not_outlive_its_server_process(
 ) -> None:
     target = Target("stdio", stdio_target(workspace_dir, "classic"), workspace_dir)
     hint = tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True)["structuredContent"][
-        "reflection_required"][0]
-    refused = tool(call, target, "persist_justification",
-                   {"hash": hint["hash"], "domain": hint["domain"], "justification": justification_for(hint)},
-                   error=True)["structuredContent"]
+        "reflection_required"
+    ][0]
+    refused = tool(
+        call,
+        target,
+        "persist_justification",
+        {"hash": hint["hash"], "domain": hint["domain"], "justification": justification_for(hint)},
+        error=True,
+    )["structuredContent"]
     assert refused["type"] == "not_found" and "Run the operation again" in refused["fix"]

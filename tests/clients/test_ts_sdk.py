@@ -45,8 +45,9 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
         summary = ts_client("--transport", "http", "--url", server.url, *flags)
     else:
         workspace = workspace_dir
-        summary = ts_client("--transport", "stdio", "--command", str(server_command),
-                            "--workspace", str(workspace), *flags)
+        summary = ts_client(
+            "--transport", "stdio", "--command", str(server_command), "--workspace", str(workspace), *flags
+        )
 
     assert (summary["transport"], summary["mode"]) == (transport, mode)
     assert summary["serverVersion"]["name"] == "llmc-mcp"
@@ -69,8 +70,11 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
         assert retry["ok"] and retry["result"]["crs"] == 4326 and retry["result"]["persisted"] == 2
     else:
         assert "persist_justification" in summary["tools"] and "raster_reproject" in summary["tools"]
-        assert summary["prompts"] == ["justify_crs_selection", "justify_lossy_compression",
-                                      "justify_resampling_method"]
+        assert summary["prompts"] == [
+            "justify_crs_selection",
+            "justify_lossy_compression",
+            "justify_resampling_method",
+        ]
         assert '"nearest"' in summary["promptText"]
         assert summary["info"]["width"] == 791
         assert miss["errorType"] == "reflection_required" and "persist_justification" in miss["nextAction"]

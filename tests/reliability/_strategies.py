@@ -121,7 +121,8 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 def arguments_for(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     """Each known parameter either absent, schema-shaped, or any JSON value; plus unknown keys."""
     properties = schema.get("properties", {})
-    optional = {name: st.one_of(from_schema(prop), from_schema(prop), JSON)
-                for name, prop in properties.items()}
+    optional = {
+        name: st.one_of(from_schema(prop), from_schema(prop), JSON) for name, prop in properties.items()
+    }
     known = st.fixed_dictionaries({}, optional=optional)
     return st.builds(lambda a, b: {**b, **a}, known, st.one_of(st.just({}), UNKNOWN_KEYS))

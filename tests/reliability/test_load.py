@@ -6,9 +6,8 @@ the initialize handshake (stateful: one ``mcp-session-id`` and one worker per se
 keeps a secret variable and must only ever read its own. The full benchmark is ``bench/load.py``.
 
 Reaping: in-process/stdio sessions end through the lifespan; HTTP sessions end through the MCP
-connection's teardown once ``execute_code`` calls ``pool.close_with_connection`` (the change is in
-the reliability report; pinned by an xfail test until it lands), and in any case through the idle
-TTL, which a background task enforces even when no calls come.
+connection's teardown (``pool.close_with_connection``), and in any case through the idle TTL, which
+a background task enforces even when no calls come.
 """
 
 from __future__ import annotations
@@ -114,8 +113,10 @@ async def session_mix(
             continue
         if step % 4 == 0:
             lon = index * 10 + step % 10 + 0.123
-            miss = f'raster.reproject("RGB.byte.tif", "m{index}.tif", dst_crs="+proj=tmerc +lon_0={lon} ' \
+            miss = (
+                f'raster.reproject("RGB.byte.tif", "m{index}.tif", dst_crs="+proj=tmerc +lon_0={lon} '
                 f'+datum=WGS84", width=64)'
+            )
             await check(miss, lambda d: d["error"] and d["error"]["type"] == "ReflectionRequired", "miss")
         if step % 5 == 0:
             code = 'raster.stats("shade.tif", approx=True)["bands"][0]["valid_count"] > 0'

@@ -55,9 +55,11 @@ def run_child(mode: str, params: dict[str, Any], timeout: float = 60) -> dict[st
 
 def record_files(store: JustificationStore) -> list[Path]:
     """Files under record names: ``<domain>/<64 hex>.json``."""
-    return [
-        p for p in store.records_dir.glob("*/*.json") if KEY_PATTERN.match("sha256:" + p.stem)
-    ] if store.records_dir.is_dir() else []
+    return (
+        [p for p in store.records_dir.glob("*/*.json") if KEY_PATTERN.match("sha256:" + p.stem)]
+        if store.records_dir.is_dir()
+        else []
+    )
 
 
 def other_files(store: JustificationStore) -> list[Path]:
@@ -305,9 +307,10 @@ def test_a_corrupt_source_keeps_an_existing_destination(workspace_dir: Path, ctx
     shutil.copy(workspace_dir / "shade.tif", workspace_dir / "from_corrupt.tif")
     before = digest(workspace_dir / "from_corrupt.tif")
     with pytest.raises(RasterError, match="nothing was written"):
-        get_operation("raster.convert").run(ctx, {
-            **get_operation("raster.convert").validate({"src": "corrupt.tif", "dst": "from_corrupt.tif"})
-        })
+        get_operation("raster.convert").run(
+            ctx,
+            {**get_operation("raster.convert").validate({"src": "corrupt.tif", "dst": "from_corrupt.tif"})},
+        )
     assert digest(workspace_dir / "from_corrupt.tif") == before
     assert partials(workspace_dir) == []
 

@@ -92,10 +92,10 @@ def convert(
     only the encoding changes (and pixel values too for lossy JPEG/WEBP/LERC). COG goes through
     GDAL's COG driver and validates as a COG; its overviews are 'auto' (regenerated with
     ``overview_resampling``) or none. For GTiff, overviews are built inside the file after the copy.
-    'auto' factors are 2, 4, 8, ... until the overview's smaller side is under 256 pixels (none for a
-    raster already that small). The output is written beside ``dst`` and renamed onto it when
-    complete. JPEG on data with a nodata value blurs the nodata edges: prefer a lossless compression
-    for such data.
+    'auto' factors are 2, 4, 8, ... until the overview's smaller side is under 256 pixels; a raster
+    already that small is refused (there would be no overview to justify a method for). The output
+    is written beside ``dst`` and renamed onto it when complete. JPEG on data with a nodata value
+    blurs the nodata edges: prefer a lossless compression for such data.
 
     Errors: InvalidArgument for options that do not apply: COG with tiled=False or explicit factors,
     blocksize not a multiple of 16 in 16..4096, predictor 2 on float or 3 on integer data, predictor
@@ -160,6 +160,13 @@ def _plan_copy(
     dtype = single_dtype(source, ctx.workspace.relative(Path(source.name)))
     options = creation_options(ctx, compress, dtype, source.count, predictor, quality, cog=driver == "COG")
     factors = _auto_factors(source.width, source.height) if requested == "auto" else (requested or [])
+    if requested == "auto" and not factors:
+        # Refused rather than skipped: the gate would otherwise ask to justify a method never used.
+        raise InvalidArgument(
+            "overviews='auto' builds none: the smaller side of this raster is under "
+            f"{AUTO_OVERVIEW_MIN_SIDE} pixels.",
+            fix="Drop overviews and overview_resampling.",
+        )
     if driver == "COG":
         options["BLOCKSIZE"] = str(blocksize)
         if factors:

@@ -13,7 +13,7 @@ from pydantic import Field
 from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 
-from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import Bounds, CrsRef, RasterInfo
@@ -81,7 +81,10 @@ def _crs_ref(crs: RioCRS | None, include_wkt: bool) -> CrsRef | None:
     if crs is None:
         return None
     parsed = parse_crs(crs.to_wkt())
-    return CrsRef(epsg=crs.to_epsg(), name=parsed.name, wkt=parsed.to_wkt() if include_wkt else None)
+    # Strict (100%) identification, as crs.info does: rasterio's to_epsg() accepts 70% matches and
+    # named a WGS84-ellipsoid UTM definition EPSG:3450 (JAD2001, Jamaica), a different datum.
+    epsg, _ = identify(parsed)
+    return CrsRef(epsg=epsg, name=parsed.name, wkt=parsed.to_wkt() if include_wkt else None)
 
 
 def _bounded_tags(tags: dict[str, str]) -> tuple[dict[str, str], bool]:
