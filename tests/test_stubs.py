@@ -12,6 +12,7 @@ import pytest
 
 from llmc_mcp.cli.main import main
 from llmc_mcp.operations import CATALOG, NAMESPACES, OperationContext, namespace_operations
+from llmc_mcp.reflection.gate import Hint, PersistResult
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.sandbox.bindings import build_modules
 from llmc_mcp.stubs.render import REFLECTION_FUNCTIONS, StubSet
@@ -122,3 +123,11 @@ def test_one_function_stub_compiles_and_is_smaller_than_its_module(stubs: StubSe
     compile(source, f"{op.qualname}.py", "exec")
     assert f"def {op.name}(" in source
     assert len(source) < len(stubs.modules[op.namespace]) or len(namespace_operations(op.namespace)) == 1
+
+
+@pytest.mark.parametrize("model", [Hint, PersistResult], ids=lambda m: m.__name__)
+def test_reflection_stub_shapes_list_the_fields_the_server_sends(
+    stub_modules: dict[str, types.ModuleType], model: Any
+) -> None:
+    shape = getattr(stub_modules["reflection"], model.__name__)
+    assert set(shape.__annotations__) == set(model.model_fields)
