@@ -103,12 +103,16 @@ def disable_network() -> None:
         set_gdal_config(key, value)
 
 
-def open_for_read(ctx: OperationContext, name: str, argument: str = "path") -> DatasetReader:
+def open_for_read(
+    ctx: OperationContext, name: str, argument: str = "path", *, resolved: Path | None = None
+) -> DatasetReader:
     """Open a workspace raster for reading with the allowed drivers only; errors name the relative file.
 
     Call inside :func:`gdal_env` (the drivers are registered there) and close the dataset (``with``).
+    ``resolved`` is the path :meth:`Workspace.input_path` already returned for ``name``, so a caller
+    that checked it does not pay for the policy's checks (a directory listing) again.
     """
-    path = ctx.workspace.input_path(name, argument=argument)
+    path = resolved or ctx.workspace.input_path(name, argument=argument)
     shown = ctx.workspace.relative(path)
     try:
         # rasterio.open() refuses a driver list; DatasetReader passes it to GDALOpenEx as allowed drivers.

@@ -54,23 +54,23 @@ def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanF
 
     ``args`` are the operation's validated arguments: ``src``, ``dst`` and the plan's options.
     """
-    _check_src_dst(ctx, args["src"], args["dst"])
+    src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
     options = {name: value for name, value in args.items() if name not in ("src", "dst")}
-    with gdal_env(ctx), open_for_read(ctx, args["src"], "src") as source:
+    with gdal_env(ctx), open_for_read(ctx, args["src"], "src", resolved=src_path) as source:
         plan(ctx, source, **options)
 
 
 def write_output(ctx: OperationContext, src: str, dst: str, plan: PlanFunction, **options: Any) -> RasterInfo:
     """Plan, then write ``dst`` from ``src`` atomically; the result is ``raster.info`` of ``dst``."""
     src_path, dst_path = _check_src_dst(ctx, src, dst)
-    with gdal_env(ctx), open_for_read(ctx, src, "src") as source:
+    with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path) as source:
         planned = plan(ctx, source, **options)
         with _atomic_output(dst_path) as tmp:
             try:
                 planned.write(source, tmp)
             except GDAL_ERRORS as exc:
                 raise _write_error(ctx, exc, src_path, dst_path, tmp) from None
-    return _describe_output(ctx, dst)
+    return _describe_output(ctx, dst, dst_path)
 
 
 def _check_src_dst(ctx: OperationContext, src: str, dst: str) -> tuple[Path, Path]:
@@ -205,6 +205,6 @@ def _write_error(
     )
 
 
-def _describe_output(ctx: OperationContext, name: str) -> RasterInfo:
-    with gdal_env(ctx), open_for_read(ctx, name, "dst") as ds:
+def _describe_output(ctx: OperationContext, name: str, path: Path) -> RasterInfo:
+    with gdal_env(ctx), open_for_read(ctx, name, "dst", resolved=path) as ds:
         return describe(ctx, ds, include_wkt=False)
