@@ -42,6 +42,32 @@ MAX_ERROR_CHARS = 4000
 MAX_HINT_CHARS = 50_000
 
 
+def check_code(code: object) -> tuple[str, str, str] | None:
+    """Why ``code`` cannot be run at all, as (error type, message, fix); None when it can.
+
+    The server checks first, so such code never reaches (or breaks) the worker's channel; the
+    worker checks again for any other caller of :class:`Session`.
+    """
+    if not isinstance(code, str):
+        return "TypeError", "code must be a string.", "Pass the Python source as a string."
+    if len(code) > MAX_CODE_CHARS:
+        return (
+            "CodeTooLong",
+            f"code has {len(code)} characters; the limit is {MAX_CODE_CHARS}.",
+            "Send less code per call; keep data in files or variables, not in the source.",
+        )
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            "InvalidText",
+            f"code contains a lone UTF-16 surrogate (U+{ord(code[exc.start]):04X} at character "
+            f"{exc.start}), which is not valid Unicode text.",
+            "Remove it, or write it as an escape inside a string literal ('\\ud800').",
+        )
+    return None
+
+
 class Session:
     """The variables of one MCP session, and the policy objects its code runs under."""
 
@@ -70,12 +96,10 @@ class Session:
             return _clean(_failure(type(exc).__name__, _safe_str(exc), "", 0))
 
     def _execute(self, code: str) -> dict[str, Any]:
-        if not isinstance(code, str):
-            return _failure("TypeError", "code must be a string", "", 0)
-        if len(code) > MAX_CODE_CHARS:
-            return _failure(
-                "CodeTooLong", f"code has {len(code)} characters; the limit is {MAX_CODE_CHARS}", "", 0
-            )
+        refused = check_code(code)
+        if refused is not None:
+            kind, message, _fix = refused
+            return _failure(kind, message, "", 0)
         output = OutputBuffer(self.output_limit)
         lines = code.splitlines()
         try:

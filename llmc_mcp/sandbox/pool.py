@@ -54,7 +54,7 @@ from anyio.abc import Process
 from llmc_mcp.config import Settings
 from llmc_mcp.operations.gdal_env import HARDENED_CONFIG
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
-from llmc_mcp.sandbox.executor import MAX_CODE_CHARS
+from llmc_mcp.sandbox.executor import check_code
 from llmc_mcp.sandbox.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -465,24 +465,8 @@ _CRASH_FIX = "Run the call again: a fresh worker starts. Recreate any variables 
 
 def _check_code(code: object) -> dict[str, Any] | None:
     """Refuse code the worker cannot receive, without touching the session's worker."""
-    if not isinstance(code, str):
-        return _code_failure("TypeError", "code must be a string.", "Pass the Python source as a string.")
-    if len(code) > MAX_CODE_CHARS:
-        return _code_failure(
-            "CodeTooLong",
-            f"code has {len(code)} characters; the limit is {MAX_CODE_CHARS}.",
-            "Send less code per call; keep data in files or variables, not in the source.",
-        )
-    try:
-        code.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return _code_failure(
-            "InvalidText",
-            f"code contains a lone UTF-16 surrogate (U+{ord(code[exc.start]):04X} at character "
-            f"{exc.start}), which is not valid Unicode text.",
-            "Remove it, or write it as an escape inside a string literal ('\\ud800').",
-        )
-    return None
+    refused = check_code(code)
+    return None if refused is None else _code_failure(*refused)
 
 
 def _code_failure(kind: str, message: str, fix: str) -> dict[str, Any]:
