@@ -49,9 +49,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_every_module_template_prompt_and_the_sample(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.py")}
-    expected |= {
-        f"llmc_mcp/stubs_templates/{p.name}" for p in (ROOT / "stubs_templates").iterdir() if p.is_file()
-    }
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.tmpl")}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.md")}
     expected.add("llmc_mcp/cli/sample/RGB.byte.tif")
     assert expected - names == set()

@@ -111,11 +111,23 @@ def _workspace(keep: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-async def _drive(mode: str, workspace: Path) -> Transcript:
-    params = StdioServerParameters(
+def server_parameters(mode: str, workspace: Path) -> StdioServerParameters:
+    """How the demo starts the server: the installed package, never the code in some directory.
+
+    ``-I`` (isolated mode) keeps the working directory, ``PYTHONPATH`` and the user site off
+    ``sys.path``, and the working directory is neutral (the system's temporary directory, never a
+    checkout) rather than the demo's own: run from a source clone, ``python -m llmc_mcp`` would
+    otherwise import the clone's files instead of the installed package.
+    """
+    return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)],
+        args=["-I", "-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)],
+        cwd=tempfile.gettempdir(),
     )
+
+
+async def _drive(mode: str, workspace: Path) -> Transcript:
+    params = server_parameters(mode, workspace)
     transcript = Transcript(mode)
     async with Client(params) as client:
         tools = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -1,4 +1,4 @@
-"""Render the code-mode stubs from the operation catalog through ``stubs_templates/``.
+"""Render the code-mode stubs from the operation catalog through ``llmc_mcp/stubs/templates/``.
 
 A stub module per namespace: its ``Literal`` aliases, a ``TypedDict`` per
 result model (nested models first), and a typed function per operation whose
@@ -32,7 +32,13 @@ REFLECTION_FUNCTIONS = ("persist", "prompt", "report")
 
 
 def _template(name: str) -> string.Template:
-    return string.Template((resources.files("llmc_mcp.stubs_templates") / name).read_text(encoding="utf-8"))
+    """A template shipped as package data beside this module.
+
+    The templates live inside the package (not in a top-level folder mapped in by ``package-dir``), so a
+    source checkout and an installed wheel have the same layout and either can be imported.
+    """
+    source = resources.files("llmc_mcp.stubs") / "templates" / name
+    return string.Template(source.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
