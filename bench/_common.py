@@ -19,7 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TEST_DATA = ROOT / "tests" / "data"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+"""Optional: a sibling folder of extra rasters, used only when ``tests/data`` is missing."""
 SAMPLE = ROOT / "llmc_mcp" / "cli" / "sample" / "RGB.byte.tif"
 VENV_BIN = Path(sys.executable).parent
 LLMC_BIN = VENV_BIN / "llmc-mcp"
@@ -37,9 +39,9 @@ def quiet_logs() -> None:
 
 
 def source_rasters() -> list[Path]:
-    """The shared test rasters, or the package's sample when ``/work/shared`` is absent."""
-    if SHARED_DATA.is_dir():
-        found = sorted(SHARED_DATA.glob("*.tif"))
+    """The repository's test rasters (``tests/data``), else ``../shared/data``, else the package sample."""
+    for folder in (TEST_DATA, SHARED_DATA):
+        found = sorted(folder.glob("*.tif")) if folder.is_dir() else []
         if found:
             return found
     return [SAMPLE]
@@ -48,8 +50,8 @@ def source_rasters() -> list[Path]:
 def make_workspace(prefix: str = "llmc-bench-", names: Sequence[str] | None = None) -> Path:
     """A fresh temporary directory holding writable copies of the source rasters.
 
-    ``names`` restricts the copy to those files; a requested name missing from the shared data is
-    substituted by the package sample (so scripts still run without ``/work/shared``).
+    ``names`` restricts the copy to those files; a requested name missing from the source rasters is
+    substituted by the package sample (so scripts still run from an installed package alone).
     """
     root = Path(tempfile.mkdtemp(prefix=prefix))
     sources = {p.name: p for p in source_rasters()}

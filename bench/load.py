@@ -50,7 +50,7 @@ import anyio
 from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 LLMC = Path(sys.executable).parent / "llmc-mcp"
 FILES = ("RGB.byte.tif", "shade.tif", "world.byte.tif", "RGBA.uint16.tif", "goes.tif")
 BALLAST_MB = 200

@@ -1,4 +1,8 @@
-"""Shared fixtures: real rasters copied into a temporary workspace, and settings for each mode."""
+"""Shared fixtures: real rasters copied into a temporary workspace, and settings for each mode.
+
+The rasters live in ``tests/data/`` (small files from rasterio's test data, licence beside them), so
+a clone runs the whole suite with nothing outside the repository.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from llmc_mcp.operations import OperationContext
 from llmc_mcp.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 
 SHARED_FILES = (
     "RGB.byte.tif",
@@ -33,7 +37,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def workspace_dir(tmp_path: Path) -> Path:
-    """A workspace holding copies of the shared rasters (they are read-only inputs)."""
+    """A workspace holding copies of the test rasters of ``tests/data`` (they are read-only inputs)."""
     root = tmp_path / "ws"
     root.mkdir()
     for name in SHARED_FILES:
