@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from llmc_mcp import __version__
 
@@ -38,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace",
         type=Path,
         default=None,
-        help="Directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.",
+        help="Existing directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.",
+    )
+    serve.add_argument(
+        "--create-workspace",
+        action="store_true",
+        help="Create the workspace directory if it does not exist (otherwise that is an error).",
     )
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP."
@@ -71,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
 
     report = commands.add_parser("justifications", help="List the stored justifications of a workspace.")
-    report.add_argument("--workspace", type=Path, default=None, help="Workspace (default: current dir).")
+    report.add_argument(
+        "--workspace", type=Path, default=None, help="Existing workspace (default: current dir)."
+    )
     report.add_argument("--json", action="store_true", help="Print JSON records instead of a summary.")
     return parser
 
@@ -122,6 +130,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _fail(message: str) -> NoReturn:
+    """A usage error: one line on stderr naming the problem and the fix, exit status 2 (as argparse)."""
+    print(f"llmc-mcp: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _existing_workspace(path: Path, *, create: bool = False, flag: str = "") -> Path:
+    """``path`` if it is a directory; a mistyped path is an error, never a new empty workspace.
+
+    A server started on a folder that does not exist would otherwise answer every call with "file not
+    found" while silently growing ``.llmc/`` and ``.preflight/`` at the typo's location.
+    """
+    path = path.expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        _fail(f"workspace {str(path)!r} is not a directory; pass --workspace with a directory.")
+    if create:
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:
+            _fail(f"cannot create workspace {str(path)!r}: {exc.strerror or exc}.")
+        return path
+    fix = "check --workspace (or LLMC_MCP_WORKSPACE)" + (f", or pass {flag} to create it" if flag else "")
+    _fail(f"workspace {str(path)!r} does not exist; {fix}.")
+
+
 def _settings(args: argparse.Namespace):
     from pydantic import ValidationError
 
@@ -138,16 +173,18 @@ def _settings(args: argparse.Namespace):
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise SystemExit(f"llmc-mcp: invalid settings: {problems}") from None
+        _fail(f"invalid settings: {problems}")
 
 
 def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    settings = _settings(args)
+    _existing_workspace(settings.workspace, create=args.create_workspace, flag="--create-workspace")
     from llmc_mcp.server.app import build_server
 
-    server = build_server(_settings(args))
+    server = build_server(settings)
     if args.transport == "http":
         server.run("streamable-http", host=args.host, port=args.port)
     else:
@@ -180,7 +217,7 @@ def _justifications(args: argparse.Namespace) -> int:
     from llmc_mcp.reflection.store import JustificationStore
     from llmc_mcp.workspace import Workspace
 
-    workspace = Workspace(args.workspace or Path.cwd())
+    workspace = Workspace(_existing_workspace(args.workspace or Path.cwd()))
     records = list(JustificationStore(workspace.preflight_dir).records())
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=1))
