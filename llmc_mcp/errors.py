@@ -75,3 +75,9 @@ class StoreError(LlmcError):
     """The justification store could not be written (full disk, read-only, permissions)."""
 
     kind = "store_error"
+
+
+class RecordExists(LlmcError):
+    """A justification record already exists for this decision; records are write-once."""
+
+    kind = "record_exists"

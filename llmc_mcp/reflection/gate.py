@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import validate_justification
 from llmc_mcp.reflection.specs import Decision
 from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
+from llmc_mcp.sessions import principal
 
 if TYPE_CHECKING:
     from llmc_mcp.operations.catalog import Operation
@@ -91,14 +92,18 @@ class Gate:
         self.store = store
         self.prompts = prompts
         self.next_action = next_action
-        self._issued: OrderedDict[str, tuple[Hint, Decision]] = OrderedDict()
+        self._issued: OrderedDict[str, tuple[Hint, Decision, set[str | None]]] = OrderedDict()
+        """Pending hints by key, with the principals (:func:`~llmc_mcp.sessions.principal`) they went to."""
         self._lock = threading.Lock()
 
     def key(self, decision: Decision) -> str:
         return cache_key(decision.domain, self.prompts.get(decision.prompt).hash, decision.args)
 
-    def check(self, op: Operation, args: Mapping[str, Any]) -> list[Hint]:
-        """Hints for every decision of ``op`` that has no valid justification (empty: may run)."""
+    def check(self, op: Operation, args: Mapping[str, Any], *, session: str | None = None) -> list[Hint]:
+        """Hints for every decision of ``op`` that has no valid justification (empty: may run).
+
+        Each hint is bound to ``session``: only that session may persist a justification for it.
+        """
         hints = []
         for decision in op.decisions(args):
             key = self.key(decision)
@@ -113,47 +118,67 @@ class Gate:
                 prompt_text=template.render(decision.args),
                 operation=op.qualname,
             )
-            self._remember(hint, decision)
+            self._remember(hint, decision, principal(session))
             hints.append(hint)
         return hints
 
-    def require(self, op: Operation, args: Mapping[str, Any]) -> None:
-        hints = self.check(op, args)
+    def require(self, op: Operation, args: Mapping[str, Any], *, session: str | None = None) -> None:
+        hints = self.check(op, args, session=session)
         if hints:
             raise ReflectionRequired(hints, self.next_action)
 
-    def persist(self, hash: object, domain: object, justification: object) -> PersistResult:
+    def persist(
+        self, hash: object, domain: object, justification: object, *, session: str | None = None
+    ) -> PersistResult:
+        """Validate and store a justification for a hint this gate issued to ``session``.
+
+        Records are write-once: a key that already holds a valid record is refused (the first
+        reasoning stays, whoever asks), and a hint is consumed by the persist that answers it.
+        """
         key, domain = check_key(hash), check_domain(domain)
         with self._lock:
             issued = self._issued.get(key)
-        if issued is None:
+        if issued is None or principal(session) not in issued[2]:
+            # Another session's hint is reported exactly like an unknown one: nothing is learnt.
             raise NotFound(
-                f"The hash {key} was not issued by this server (or it has expired).",
+                f"The hash {key} was not issued to this session by this server (or it has expired, "
+                "or was already answered).",
                 fix="Run the operation again to receive a fresh hint, then persist with its hash.",
             )
-        hint, decision = issued
+        hint, decision, _owner = issued
         if hint.domain != domain:
             raise InvalidArgument(
                 f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
                 fix=f"Persist it with domain={hint.domain!r}.",
             )
         valid = validate_justification(justification, decision)
-        self.store.put(
-            Record(
-                key=key,
-                domain=domain,
-                operation=hint.operation,
-                prompt=hint.prompt,
-                prompt_args=decision.args,
-                prompt_hash=self.prompts.get(hint.prompt).hash,
-                justification=valid,
+        try:
+            self.store.put(
+                Record(
+                    key=key,
+                    domain=domain,
+                    operation=hint.operation,
+                    prompt=hint.prompt,
+                    prompt_args=decision.args,
+                    prompt_hash=self.prompts.get(hint.prompt).hash,
+                    justification=valid,
+                )
             )
-        )
+        except RecordExists:
+            self._forget(key)
+            raise
+        self._forget(key)
         return PersistResult(hash=key, domain=domain, operation=hint.operation, prompt=hint.prompt)
 
-    def _remember(self, hint: Hint, decision: Decision) -> None:
+    def _forget(self, key: str) -> None:
         with self._lock:
-            self._issued[hint.hash] = (hint, decision)
+            self._issued.pop(key, None)
+
+    def _remember(self, hint: Hint, decision: Decision, owner: str | None) -> None:
+        with self._lock:
+            owners = self._issued[hint.hash][2] if hint.hash in self._issued else set()
+            owners.add(owner)
+            self._issued[hint.hash] = (hint, decision, owners)
             self._issued.move_to_end(hint.hash)
             while len(self._issued) > ISSUED_LIMIT:
                 self._issued.popitem(last=False)

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from llmc_mcp.errors import InvalidArgument, StoreError
+from llmc_mcp.errors import InvalidArgument, RecordExists, StoreError
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import DOMAINS
 
@@ -103,13 +103,29 @@ class JustificationStore:
         return self._verify(raw, domain, key, path)
 
     def put(self, record: Record) -> Record:
-        """Sign and write a record atomically: temp file, fsync, rename, fsync the directory."""
+        """Sign and write a record that must not exist yet: records are write-once.
+
+        The record is written in full under a temporary name and then hard-linked to its own name:
+        ``link`` fails if the name exists, so of two concurrent writers exactly one wins and a
+        reader never sees a partial record. A file already there that does not verify (truncated,
+        forged, stale) is not a record and is replaced; a valid one is kept and
+        :class:`RecordExists` raised.
+        """
         signed = record.model_copy(update={"digest": self._sign(record)})
         path = self.path_for(signed.domain, signed.key)
         data = json.dumps(signed.model_dump(mode="json"), indent=1, ensure_ascii=False).encode()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(path, data)
+            linked = _exclusive_write(path, data)
+            if not linked:
+                existing = self.get(signed.domain, signed.key)
+                if existing is not None:
+                    raise RecordExists(
+                        f"The {signed.domain} decision {signed.key} is already justified (recorded "
+                        f"{existing.created_at}); a record is never replaced.",
+                        fix="Nothing to persist: run the operation again, it will proceed.",
+                    )
+                _atomic_write(path, data)
         except OSError as exc:
             raise StoreError(
                 f"Could not write the justification store ({_os_reason(exc)}).",
@@ -193,6 +209,33 @@ def _load_or_create_secret(path: Path) -> bytes:
         ) from None
 
 
+def _exclusive_write(path: Path, data: bytes) -> bool:
+    """Write ``data`` durably under ``path`` unless the name exists; False (nothing written) if it does."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
+    return True
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
@@ -205,11 +248,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    _fsync_dir(path.parent)
 
 
 def _os_reason(exc: OSError) -> str:

@@ -161,13 +161,37 @@ def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
     )
 
 
+def build_operations(ctx: OperationContext, host: HostLink) -> dict[str, Callable[..., Any]]:
+    """Every catalog operation as a function of plain data, by qualified name (``raster.info``).
+
+    The one binding both faces run: agent code calls these through the namespace proxies, and a
+    classic-mode tool call reaches them through :func:`call_operation`.
+    """
+    gate = RemoteGate(host)
+    return {op.qualname: _operation_function(op, ctx, gate) for op in CATALOG}
+
+
+def call_operation(
+    operations: Mapping[str, Callable[..., Any]], qualname: object, args: object
+) -> dict[str, Any]:
+    """Run one operation for a classic tool call; the answer is ``{ok, result}`` or ``{ok, error}``."""
+    function = operations.get(str(qualname))
+    if function is None or not isinstance(args, dict):
+        error = {"type": "not_found", "message": f"No operation named {str(qualname)[:100]!r}."}
+        return {"ok": False, "result": None, "error": error}
+    try:
+        return {"ok": True, "result": function(**args), "error": None}
+    except ApiError as exc:
+        return {"ok": False, "result": None, "error": exc.as_dict()}
+
+
 def build_modules(ctx: OperationContext, host: HostLink, prompts: PromptLibrary) -> dict[str, ModuleProxy]:
     """One proxy per catalog namespace, plus ``reflection``."""
-    gate = RemoteGate(host)
+    operations = build_operations(ctx, host)
     modules = {
         namespace: ModuleProxy(
             namespace,
-            {op.name: _operation_function(op, ctx, gate) for op in CATALOG if op.namespace == namespace},
+            {op.name: operations[op.qualname] for op in CATALOG if op.namespace == namespace},
         )
         for namespace in NAMESPACES
     }

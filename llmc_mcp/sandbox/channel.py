@@ -35,7 +35,9 @@ class ProtocolError(Exception):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    # ASCII escapes carry any Python string, lone surrogates included, to the other side unchanged,
+    # where the operation's own validation refuses it with the error the agent can act on.
+    body = json.dumps(message, ensure_ascii=True, separators=(",", ":"), default=str).encode()
     if len(body) > MAX_FRAME:
         raise ProtocolError(f"message of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit")
     return _HEADER.pack(len(body)) + body
@@ -46,6 +48,8 @@ def _decode(body: bytes) -> dict[str, Any]:
         message = json.loads(body)
     except ValueError as exc:
         raise ProtocolError(f"frame is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("frame is nested too deeply") from None
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object")
     return message

@@ -56,6 +56,7 @@ from llmc_mcp.operations.gdal_env import HARDENED_CONFIG
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.executor import check_code
 from llmc_mcp.sandbox.worker import WorkerConfig
+from llmc_mcp.sessions import current_session
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +83,25 @@ _WORKER_ENV = {
 }
 
 
+NEUTRAL_CWD = "/"
+"""The worker's working directory: nowhere the agent's data (or anyone's modules) can be."""
+
+
+def worker_command(config: WorkerConfig) -> list[str]:
+    """``python -I -m llmc_mcp.sandbox.worker CONFIG``.
+
+    ``-I`` (isolated mode) keeps the working directory, ``PYTHONPATH``, ``PYTHON*`` variables and
+    the user's site directory off the worker's import path: a ``numpy.py`` planted in the workspace,
+    or anywhere the server was started from, is never imported. The worker finds ``llmc_mcp`` the
+    way the installed server does, through site-packages (an editable install maps it there too).
+    """
+    return [sys.executable, "-I", "-m", "llmc_mcp.sandbox.worker", config.model_dump_json()]
+
+
 def worker_environment() -> dict[str, str]:
     """A minimal environment: no cloud credentials, proxies or tokens reach the worker."""
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
     env.update(_WORKER_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
 
 
@@ -96,6 +111,8 @@ class WorkerStartError(Exception):
 
 @dataclass
 class Worker:
+    key: str
+    """The session it serves."""
     process: Process
     channel: AsyncChannel
     started: float = field(default_factory=time.monotonic)
@@ -139,9 +156,12 @@ class WorkerPool:
         handler: HostHandler,
         *,
         max_workers: int | None = None,
+        on_discard: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.settings = settings
         self._handler = handler
+        self._on_discard = on_discard
+        """Called with the session key once a worker is gone (killed, crashed, reaped or closed)."""
         self._config = WorkerConfig(
             workspace=workspace,
             memory_mb=settings.memory_mb,
@@ -170,9 +190,24 @@ class WorkerPool:
     # -------------------------------------------------------------------------------------- calling
 
     async def execute(self, key: str, code: str, reset: bool) -> dict[str, Any]:
+        """Run agent code in the session's worker (code mode)."""
         refused = _check_code(code)
         if refused is not None:
             return refused
+        return await self.run(key, "execute", {"code": code, "reset": reset}, reset=reset)
+
+    async def operate(self, key: str, operation: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one catalog operation in the session's worker (classic mode): the same confined path."""
+        return await self.run(key, "operation", {"operation": operation, "args": dict(args)})
+
+    async def run(
+        self, key: str, method: str, params: dict[str, Any], *, reset: bool = False
+    ) -> dict[str, Any]:
+        """Send one request to the session's worker under the wall clock; limits become failures.
+
+        The answer is the worker's (``ok``, ``result``, ``error``...) or, when a limit ended the call,
+        a failure of the same shape saying which limit and what happened to the session.
+        """
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             reaper_running = self._reaper is not None and not self._reaper.done()
@@ -191,7 +226,7 @@ class WorkerPool:
                         reset=False,
                     )
                 try:
-                    worker = await self._spawn()
+                    worker = await self._spawn(key)
                 except WorkerStartError as exc:
                     return _limit_failure(
                         "WorkerStartFailed",
@@ -207,7 +242,7 @@ class WorkerPool:
             demotion = _call_later(DEMOTE_AFTER, worker.demote)
             try:
                 with anyio.fail_after(self.settings.exec_timeout):
-                    result = await self._call(worker, "execute", {"code": code, "reset": reset})
+                    result = await self._call(worker, method, params)
             except TimeoutError:
                 await self._discard(key)
                 return _limit_failure(
@@ -342,23 +377,23 @@ class WorkerPool:
 
     # ------------------------------------------------------------------------------------ internals
 
-    async def _spawn(self) -> Worker:
+    async def _spawn(self, key: str) -> Worker:
         self._starting += 1
         try:
             try:
                 process = await anyio.open_process(
-                    [sys.executable, "-m", "llmc_mcp.sandbox.worker", self._config.model_dump_json()],
+                    worker_command(self._config),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=None,
                     env=worker_environment(),
                     start_new_session=True,
-                    cwd=self._config.workspace,
+                    cwd=NEUTRAL_CWD,
                 )
             except OSError as exc:
                 raise WorkerStartError(exc.strerror or type(exc).__name__) from None
             assert process.stdout is not None and process.stdin is not None
-            worker = Worker(process, AsyncChannel(process.stdout, process.stdin))
+            worker = Worker(key, process, AsyncChannel(process.stdout, process.stdin))
             # Start-up (an interpreter importing GDAL, PROJ, numpy: ~0.5 s of CPU) runs in the
             # background class too; the first call brings the worker back to normal priority.
             worker.demoted = _set_autogroup_nice(process.pid, DEMOTED_NICE)
@@ -385,7 +420,7 @@ class WorkerPool:
         while True:
             message = await worker.channel.receive()
             if "method" in message:
-                await worker.channel.send(await self._serve(message))
+                await worker.channel.send(await self._serve(worker, message))
                 continue
             if message.get("id") != request_id:
                 raise ProtocolError("worker answered out of order")
@@ -393,17 +428,21 @@ class WorkerPool:
                 raise ProtocolError(str(message["error"]))
             return message.get("result")
 
-    async def _serve(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    async def _serve(self, worker: Worker, message: Mapping[str, Any]) -> dict[str, Any]:
         from llmc_mcp.errors import LlmcError
 
         reply: dict[str, Any] = {"id": message.get("id")}
+        token = current_session.set(worker.key)
         try:
-            reply["result"] = await self._handler(str(message["method"]), message.get("params") or {})
+            reply["result"] = await self._handler(str(message.get("method")), message.get("params") or {})
         except LlmcError as exc:
             reply["error"] = exc.to_dict()
-        except Exception:
-            log.exception("host request %s failed", message.get("method"))
+        except Exception as exc:
+            # The handler budgets its own logging per session; reaching here is a bug, said once per call.
+            log.error("host request %.40r failed: %s", message.get("method"), type(exc).__name__)
             reply["error"] = {"type": "internal_error", "message": "The server could not serve this request."}
+        finally:
+            current_session.reset(token)
         return reply
 
     async def _discard(self, key: str, grace: float = 0.0) -> int | None:
@@ -422,6 +461,11 @@ class WorkerPool:
                 await worker.process.wait()
             with contextlib.suppress(Exception):
                 await worker.process.aclose()
+            if self._on_discard is not None:
+                try:
+                    await self._on_discard(key)
+                except Exception as exc:
+                    log.error("cleanup after the worker of session %s failed: %s", key[:12], exc)
         return worker.process.returncode
 
 

@@ -318,32 +318,38 @@ class ChannelHost:
         return reply.get("result")
 
 
-def serve(config: WorkerConfig, channel: Any) -> None:
+def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations import OperationContext
-    from llmc_mcp.operations.gdal_env import disable_network
+    from llmc_mcp.operations.gdal_env import disable_network, unexpected_drivers
     from llmc_mcp.reflection.prompts import PromptLibrary
-    from llmc_mcp.sandbox.bindings import build_modules
+    from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
     from llmc_mcp.workspace import Workspace
 
+    refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
     context = OperationContext(Workspace(config.workspace), config.num_threads)
     host = ChannelHost(channel)
+    operations = build_operations(context, host)
     session = Session(build_modules(context, host, PromptLibrary.default()), config.output_limit)
     apply_limits(config)
     confined = confine(str(context.workspace.root))
-    channel.send({"id": 0, "result": {"ready": True, "pid": os.getpid(), "landlock": confined}})
+    ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
+    channel.send({"id": 0, "result": ready})
     while True:
         message = channel.receive()
         method, params = message.get("method"), message.get("params") or {}
-        if method == "execute":
-            if params.get("reset"):
-                session.reset()
+        if method in ("execute", "operation"):
             set_cpu_budget(config.cpu_seconds)
             if isinstance(sys.stderr, BoundedStderr):
                 sys.stderr.new_call()
-            result = session.execute(params.get("code", ""))
+            if method == "operation":
+                result = _run_operation(call_operation, operations, params)
+            else:
+                if params.get("reset"):
+                    session.reset()
+                result = session.execute(params.get("code", ""))
             try:
                 channel.send({"id": message.get("id"), "result": result})
             except ProtocolError as exc:  # over the frame limit: say so rather than die
@@ -356,6 +362,59 @@ def serve(config: WorkerConfig, channel: Any) -> None:
             )
 
 
+def _run_operation(call: Any, operations: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """One classic-mode operation; it always answers, so the worker (and its warm state) survives."""
+    try:
+        return call(operations, params.get("operation"), params.get("args"))
+    except MemoryError:
+        message = "The operation exceeded the worker's memory limit."
+        fix = "Work on a smaller window or file, or raise --memory-mb."
+        error = {"type": "MemoryError", "message": message, "fix": fix}
+    except Exception as exc:  # never the worker's end; the server reports it as an internal error
+        log.error("operation %.60r failed unexpectedly: %s", params.get("operation"), type(exc).__name__)
+        message = f"The operation failed unexpectedly ({type(exc).__name__})."
+        error = {"type": "internal_error", "message": message}
+    return {"ok": False, "result": None, "error": error}
+
+
+def refuse_unexpected_drivers(unexpected: list[str]) -> None:
+    """Fail closed: a worker whose GDAL registered a driver beyond the allowlist does not start.
+
+    The server passes ``GDAL_SKIP``; a GDAL that ignored it (a renamed driver, a plugin loaded from
+    ``GDAL_DRIVER_PATH``) would open hostile sidecars with drivers nobody reviewed.
+    """
+    if unexpected:
+        log.error("GDAL drivers beyond the allowlist are registered (%s); refusing to start",
+                  ", ".join(unexpected))  # fmt: skip
+        raise SystemExit(3)
+
+
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+def isolate_network() -> bool:
+    """Move this process into a new, empty network namespace; True if it worked.
+
+    There, no interface is up, not even loopback: no TCP, UDP (DNS) or unix-socket-by-address
+    reaches anything, whatever GDAL, curl or a driver tries. As root CLONE_NEWNET suffices; otherwise a
+    user namespace comes with it, mapping our own ids so files keep their owners. unshare with a new
+    user namespace needs a single-threaded process: call this first thing in :func:`main`. Where both
+    are refused (seccomp, sysctl), Landlock ABI 4+ still denies TCP bind and connect.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNET) == 0:
+        return True
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        log.warning("no network namespace (%s); the worker relies on Landlock and GDAL's settings",
+                    os.strerror(ctypes.get_errno()))  # fmt: skip
+        return False
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with contextlib.suppress(OSError):  # unmapped, ids read as "nobody"; access checks are unchanged
+            Path("/proc/self", name).write_text(text)
+    return True
+
+
 def _die_with_the_server() -> None:
     """Ask the kernel to kill this worker when the server dies, even mid-call in agent code.
 
@@ -366,6 +425,7 @@ def _die_with_the_server() -> None:
 
 
 def main() -> None:
+    netns = isolate_network()
     _die_with_the_server()
     reader, writer = _take_channel_fds()
     stderr = _bounded_stderr()
@@ -374,7 +434,7 @@ def main() -> None:
 
     config = WorkerConfig.model_validate(json.loads(sys.argv[1]))
     with contextlib.suppress(ChannelClosed):
-        serve(config, SyncChannel(reader, writer))
+        serve(config, SyncChannel(reader, writer), netns=netns)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """Classic face: one MCP tool per catalog operation, the reflection prompts, and persist_justification.
 
 For hosts that cannot run code. Every tool is derived from its catalog entry
-(name, description, typed and enum-constrained parameters, annotations); the
-GDAL work runs in a worker thread so the event loop keeps serving.
+(name, description, typed and enum-constrained parameters, annotations). The
+operation runs where code mode runs it: in the session's confined worker
+process (rlimits, Landlock, GDAL hardening, wall-clock kill), through the same
+binding, so there is one execution path and a crash in GDAL costs a call,
+never the server. The gate and the store stay here, in the server.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import inspect
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from llmc_mcp import __version__
 from llmc_mcp.operations import CATALOG, Operation
-from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.reflection.prompts import PromptTemplate
+from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
-from llmc_mcp.server.results import exception_result, ok_result
+from llmc_mcp.server.results import error_result, exception_result, ok_result
 from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
+from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
 NEXT_ACTION = (
     "For each hint: reason about its prompt_text, then call persist_justification(hash, domain, "
@@ -32,10 +38,14 @@ NEXT_ACTION = (
 
 
 def build_classic_server(runtime: Runtime) -> MCPServer:
-    server = MCPServer("llmc-mcp", instructions=classic_instructions(), version=__version__)
+    pool = worker_pool(runtime)
+    server = MCPServer(
+        "llmc-mcp", instructions=classic_instructions(), version=__version__, lifespan=worker_lifespan(pool)
+    )
+    server.pool = pool  # type: ignore[attr-defined]
     for op in CATALOG:
         server.add_tool(
-            _operation_tool(op, runtime),
+            _operation_tool(op, pool),
             name=op.tool_name,
             description=_tool_description(op),
             annotations=ToolAnnotations(
@@ -86,25 +96,35 @@ def _tool_description(op: Operation) -> str:
     return description
 
 
-def _operation_tool(op: Operation, runtime: Runtime) -> Any:
-    async def tool(**kwargs: Any) -> CallToolResult:
-        call = functools.partial(invoke, op, runtime.context, runtime.gate, kwargs)
+def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
+    async def tool(ctx: Context, **kwargs: Any) -> CallToolResult:
         try:
-            result = await anyio.to_thread.run_sync(call)
+            answer = await run_in_session(
+                pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, kwargs)
+            )
         except Exception as exc:
             return exception_result(exc, op.tool_name)
-        return ok_result(result.model_dump(mode="json"))
+        if answer["ok"]:
+            return ok_result(answer["result"])
+        error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
+        return error_result(error)
 
     tool.__name__ = op.tool_name
     tool.__doc__ = op.doc
-    # MCP reads the signature, pydantic's validate_call reads __annotations__: give both.
-    tool.__signature__ = op.signature.replace(return_annotation=CallToolResult)  # type: ignore[attr-defined]
-    tool.__annotations__ = {**op.hints, "return": CallToolResult}
+    # MCP reads the signature (and finds the Context parameter in __annotations__); pydantic's
+    # validate_call reads __annotations__: give both.
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    parameters = [*op.signature.parameters.values(), context]
+    tool.__signature__ = op.signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=CallToolResult
+    )
+    tool.__annotations__ = {**op.hints, "ctx": Context, "return": CallToolResult}
     return tool
 
 
 def _persist_tool(runtime: Runtime) -> Any:
     async def persist_justification(
+        ctx: Context,
         hash: Annotated[str, Field(description="The hint's hash: 'sha256:' and 64 hex digits.")],
         domain: Annotated[str, Field(description="The hint's domain.")],
         justification: Annotated[
@@ -115,11 +135,16 @@ def _persist_tool(runtime: Runtime) -> Any:
             ),
         ],
     ) -> CallToolResult:
-        call = functools.partial(runtime.gate.persist, hash, domain, justification)
+        # A stateless request has no session: its hints are bound to every stateless caller alike.
+        session = session_key(ctx) or STATELESS_PREFIX
+        call = functools.partial(runtime.gate.persist, hash, domain, justification, session=session)
+        token = current_session.set(session)
         try:
             result = await anyio.to_thread.run_sync(call)
         except Exception as exc:
             return exception_result(exc, "persist_justification")
+        finally:
+            current_session.reset(token)
         return ok_result(result.model_dump(mode="json"))
 
     return persist_justification

@@ -6,34 +6,25 @@ the store stay here, in the server: the worker asks over its channel, so no
 persist tool is exposed and nothing inside the worker can make the gate say
 yes.
 
-Sessions: over stdio and in-process each connection enters the lifespan once,
-so the lifespan's scope object identifies the session. Over stateful HTTP the
-``mcp-session-id`` header does. A request over HTTP without a session id
-(stateless) gets a worker for that one call, so no two clients share state.
+Which session (and worker) a request belongs to is :mod:`llmc_mcp.server.sessions`'s job,
+shared with the classic face.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import secrets
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
-from llmc_mcp.errors import InvalidArgument
-from llmc_mcp.operations import get_operation
-from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.results import error_result, exception_result
 from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.server.sessions import run_in_session, worker_lifespan
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
 NEXT_ACTION = (
@@ -46,70 +37,15 @@ INIT_DESCRIPTION = (
 )
 
 
-@dataclass
-class SessionScope:
-    """One per connection (lifespan entry); its key names the session's worker."""
-
-    key: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
-
-
-class HostRequests:
-    """What a worker may ask the server while agent code runs."""
-
-    def __init__(self, runtime: Runtime):
-        self._gate = runtime.gate
-
-    async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
-        handler = {"gate.check": self._check, "gate.persist": self._persist, "gate.report": self._report}.get(
-            method
-        )
-        if handler is None:
-            raise InvalidArgument(f"unknown worker request {method!r}")
-        return await anyio.to_thread.run_sync(functools.partial(handler, params))
-
-    def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        op = get_operation(str(params.get("operation")))
-        args = op.validate(params.get("args") or {})
-        hints = self._gate.check(op, args)
-        return {"hints": [h.model_dump() for h in hints], "next_action": self._gate.next_action}
-
-    def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        result = self._gate.persist(params.get("hash"), params.get("domain"), params.get("justification"))
-        return result.model_dump()
-
-    def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {
-                "domain": r.domain,
-                "operation": r.operation,
-                "decision": r.prompt_args,
-                "choice": r.justification.choice.method,
-                "confidence": r.justification.confidence,
-                "intent": r.justification.intent,
-                "created_at": r.created_at,
-                "hash": r.key,
-            }
-            for r in sorted(self._gate.store.records(), key=lambda r: r.created_at)
-        ]
-
-
 def build_code_server(runtime: Runtime) -> MCPServer:
     settings = runtime.settings
     stubs = StubSet.render()
     write_stubs(runtime.context.workspace.stubs_dir, stubs)
-    pool = WorkerPool(settings, str(runtime.context.workspace.root), HostRequests(runtime))
+    pool = worker_pool(runtime)
     instructions = code_instructions(settings)
-
-    @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[SessionScope]:
-        scope = SessionScope()
-        try:
-            yield scope
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pool.close_session(scope.key)
-
-    server = MCPServer("llmc-mcp", instructions=instructions, version=__version__, lifespan=lifespan)
+    server = MCPServer(
+        "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool)
+    )
     server.pool = pool  # type: ignore[attr-defined]
 
     @server.tool(
@@ -159,34 +95,15 @@ def build_code_server(runtime: Runtime) -> MCPServer:
         ctx: Context,
         reset: Annotated[bool, Field(description="Start from a clean session first.")] = False,
     ) -> CallToolResult:
-        key = _session_key(ctx)
         try:
-            if key is None:
-                ephemeral = "http-" + secrets.token_hex(8)
-                try:
-                    result = await pool.execute(ephemeral, code, True)
-                finally:
-                    await pool.close_session(ephemeral)
-                result["session"] = {"fresh": True, "stateless": True}
-            else:
-                if key.startswith("http-"):
-                    # Stop the worker when the HTTP session ends (DELETE, idle timeout, shutdown).
-                    pool.close_with_connection(key, ctx)
-                result = await pool.execute(key, code, reset)
+            result = await run_in_session(
+                pool, ctx, lambda key, fresh: pool.execute(key, code, reset or fresh)
+            )
         except Exception as exc:
             return exception_result(exc, "execute_code")
         return execute_result(result, settings.output_limit)
 
     return server
-
-
-def _session_key(ctx: Context) -> str | None:
-    headers = ctx.headers
-    if headers is not None:
-        session_id = headers.get("mcp-session-id")
-        return f"http-{session_id}" if session_id else None
-    scope = ctx.request_context.lifespan_context
-    return scope.key if isinstance(scope, SessionScope) else None
 
 
 def _text(text: str) -> TextContent:

@@ -13,6 +13,7 @@ Results are printed as one JSON line on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from llmc_mcp.errors import LlmcError
+from llmc_mcp.errors import LlmcError, RecordExists
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.store import JustificationStore, Record
 
@@ -62,7 +63,7 @@ def version_of(record: Record) -> int:
 
 
 def write_loop(root: str, seed: int) -> None:
-    """Persist forever: every third write overwrites an earlier key with a higher version."""
+    """Persist forever: every third write tries to overwrite an earlier key, which must be refused."""
     store = JustificationStore(Path(root))
     rng = random.Random(seed)
     written: list[str] = []
@@ -75,12 +76,13 @@ def write_loop(root: str, seed: int) -> None:
             label = f"w{seed}-{i}"
             written.append(label)
         versions[label] = versions.get(label, 0) + 1
-        store.put(record_for(label, versions[label], pad=rng.randrange(0, 3900)))
+        with contextlib.suppress(RecordExists):
+            store.put(record_for(label, versions[label], pad=rng.randrange(0, 3900)))
         i += 1
 
 
 def write_read(root: str, writer: int, writers: int, count: int, shared: int) -> dict[str, Any]:
-    """Persist ``count`` own records and overwrite ``shared`` common keys, reading all meanwhile."""
+    """Persist ``count`` own records and race for ``shared`` common keys, reading all meanwhile."""
     store = JustificationStore(Path(root))
     rng = random.Random(writer)
     seen: set[str] = set()
@@ -92,7 +94,8 @@ def write_read(root: str, writer: int, writers: int, count: int, shared: int) ->
         if got is None:
             problems.append(f"own record {own} unreadable right after put")
         common = f"shared-{i % shared}"
-        store.put(record_for(common, version=writer * 1000 + i))
+        with contextlib.suppress(RecordExists):
+            store.put(record_for(common, version=writer * 1000 + i))
         for _ in range(3):
             other = f"p{rng.randrange(writers)}-{rng.randrange(count)}"
             sample = record_for(other)

@@ -1,0 +1,149 @@
+"""What a worker may ask the server while an operation or agent code runs.
+
+Workers are untrusted (they run agent code and parse hostile files), so every request is
+answered here, in the server, under the rules of the session that asked: the gate's decisions
+and the store never leave this process. A request that fails unexpectedly costs its session one
+log line, not a traceback per call (:class:`LogBudget`), so one session cannot flood the host's
+log; the agent gets an error it can act on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+
+from llmc_mcp.errors import InvalidArgument, LlmcError
+from llmc_mcp.operations import get_operation
+from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.sessions import current_session
+
+log = logging.getLogger(__name__)
+
+
+class ServerFault(LlmcError):
+    """The server failed to serve a worker's request; the details are in the server log."""
+
+    kind = "internal_error"
+
+
+class LogBudget:
+    """How much one session may make the server log: a traceback once, then a line per failure.
+
+    ``lines`` lines per ``window`` seconds per session; past that, failures are counted and the count
+    is logged when the window turns over. Agent code can make a request fail on purpose in a loop;
+    without a budget each failure would write a traceback to the host's log.
+    """
+
+    def __init__(self, lines: int = 20, window: float = 60.0):
+        self.lines = lines
+        self.window = window
+        self._state: dict[str, tuple[float, int, int, set[str]]] = {}
+        self._lock = threading.Lock()
+
+    def failure(self, session: str | None, method: str, exc: BaseException) -> None:
+        key = session or "-"
+        now = time.monotonic()
+        with self._lock:
+            start, used, dropped, traced = self._state.get(key, (now, 0, 0, set()))
+            if now - start > self.window:
+                if dropped:
+                    log.warning("session %s: %d more failed requests were not logged", key[:12], dropped)
+                start, used, dropped = now, 0, 0
+            kind = type(exc).__name__
+            if used >= self.lines:
+                self._state[key] = (start, used, dropped + 1, traced)
+                return
+            first = kind not in traced
+            traced.add(kind)
+            self._state[key] = (start, used + 1, dropped, traced)
+        log.error(
+            "session %s: worker request %.40r failed: %s",
+            key[:12],
+            method,
+            kind,
+            exc_info=exc if first else None,
+        )
+
+    def forget(self, session: str) -> None:
+        with self._lock:
+            self._state.pop(session, None)
+
+
+class HostRequests:
+    """The server's side of every worker channel: ``await host(method, params)``.
+
+    The session asking is :data:`~llmc_mcp.sessions.current_session` (set by the worker pool).
+    """
+
+    def __init__(self, runtime: Runtime, *, log_budget: LogBudget | None = None):
+        self._gate = runtime.gate
+        self.log_budget = log_budget or LogBudget()
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+            "gate.check": self._check,
+            "gate.persist": self._persist,
+            "gate.report": self._report,
+        }
+
+    async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
+        handler = self._handlers.get(method)
+        if handler is None:
+            raise InvalidArgument(f"unknown worker request {method[:40]!r}")
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(handler, params))
+        except LlmcError:
+            raise
+        except Exception as exc:
+            self.log_budget.failure(current_session.get(), method, exc)
+            raise ServerFault(
+                f"The server could not serve {method} ({type(exc).__name__}).",
+                fix="Check the arguments; if it persists, report it with the server log.",
+            ) from None
+
+    async def worker_discarded(self, session: str) -> None:
+        """A session's worker is gone (killed, crashed, reaped or closed): forget what was its."""
+        self.log_budget.forget(session)
+
+    def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        op = get_operation(str(params.get("operation")))
+        args = op.validate(params.get("args") or {})
+        hints = self._gate.check(op, args, session=current_session.get())
+        return {"hints": [h.model_dump() for h in hints], "next_action": self._gate.next_action}
+
+    def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        result = self._gate.persist(
+            params.get("hash"),
+            params.get("domain"),
+            params.get("justification"),
+            session=current_session.get(),
+        )
+        return result.model_dump()
+
+    def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {
+                "domain": r.domain,
+                "operation": r.operation,
+                "decision": r.prompt_args,
+                "choice": r.justification.choice.method,
+                "confidence": r.justification.confidence,
+                "intent": r.justification.intent,
+                "created_at": r.created_at,
+                "hash": r.key,
+            }
+            for r in sorted(self._gate.store.records(), key=lambda r: r.created_at)
+        ]
+
+
+def worker_pool(runtime: Runtime) -> WorkerPool:
+    """The pool of confined workers every operation of either face runs in, served by the host."""
+    host = HostRequests(runtime)
+    return WorkerPool(
+        runtime.settings, str(runtime.context.workspace.root), host, on_discard=host.worker_discarded
+    )
