@@ -11,11 +11,17 @@ importing anything under ``llmc_mcp.operations`` from there would be a cycle.
 from __future__ import annotations
 
 import re
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from pyproj import CRS
 from pyproj.exceptions import CRSError
 
 from llmc_mcp.errors import CrsError
+from llmc_mcp.sessions import current_session
 
 _CRS_FIX = "Pass an EPSG code ('EPSG:4326'), WKT, a PROJ string or PROJJSON."
 MAX_CRS_CHARS = 100_000
@@ -65,6 +71,9 @@ def parse_crs(value: str, argument: str = "crs") -> CRS:
     except CRSError as exc:
         reason = str(exc).replace(text, "<input>")[:300]
         raise CrsError(f"Unknown CRS {text[:200]!r}: {reason}", fix=_CRS_FIX) from None
+    except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+        # pyproj tries the text as JSON first: deeply nested brackets exhaust the recursion limit.
+        raise CrsError(f"Unknown CRS {text[:200]!r} ({type(exc).__name__}).", fix=_CRS_FIX) from None
 
 
 def identify(crs: CRS) -> tuple[int | None, str | None]:
@@ -79,3 +88,96 @@ def identify(crs: CRS) -> tuple[int | None, str | None]:
     if epsg is not None:
         return epsg, f"EPSG:{epsg}"
     return None, f"{matches[0].auth_name}:{matches[0].code}" if matches else None
+
+
+IDENTIFY_TIMEOUT = 5.0
+"""Seconds one CRS identification may take before the caller is told to pass an EPSG code.
+
+Real definitions take 0.3-30 ms. The server identifies CRS text that agents send (decision keys,
+justified choices) outside any worker's CPU limit, so a pathological text must not hold a thread."""
+
+_CACHE_SIZE = 4096
+_cache: OrderedDict[str, str] = OrderedDict()
+_cache_lock = threading.Lock()
+_identifier = ThreadPoolExecutor(max_workers=2, thread_name_prefix="llmc-crs")
+
+
+class SessionBudget:
+    """A token bucket per session: ``capacity`` uncached identifications, refilled at ``rate`` per second.
+
+    Cache hits are free, so an agent that reuses its CRS never notices; a session sending a stream of
+    new definitions (each up to :data:`IDENTIFY_TIMEOUT` of a shared thread) is refused before it can
+    make other sessions wait. Work done for no session (the worker, tests, the CLI) is not budgeted.
+    """
+
+    def __init__(self, capacity: float = 20, rate: float = 0.2):
+        self.capacity = capacity
+        self.rate = rate
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def charge(self, session: str | None) -> None:
+        if session is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            tokens, since = self._buckets.pop(session, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - since) * self.rate)
+            if tokens < 1:
+                self._buckets[session] = (tokens, now)
+                raise CrsError(
+                    "Too many new CRS definitions from this session in a short time; identifying each "
+                    "one costs the server work shared with other sessions.",
+                    fix="Pass EPSG codes ('EPSG:32633'), or reuse a definition you already used; "
+                    f"a new one is accepted every {1 / self.rate:g} s.",
+                )
+            self._buckets[session] = (tokens - 1, now)
+            while len(self._buckets) > _CACHE_SIZE:
+                self._buckets.popitem(last=False)
+
+
+SESSION_BUDGET = SessionBudget()
+
+
+def normalize_crs(value: str, argument: str = "crs") -> str:
+    """A stable text for a CRS: ``AUTH:CODE`` (EPSG preferred) where the definition is exactly one, else WKT2.
+
+    The text is read by :func:`parse_crs`, the rules every CRS argument follows, so a definition the
+    operations refuse (``+init=``, grid paths, oversized or non-Unicode text) can be neither a cache
+    key nor a justified ``choice.method``. The authority match is :func:`identify`'s. Bounded three
+    ways, because the gate runs this in the server on text agents send: a cache of results (a hit is
+    a dict lookup; errors are not cached), :data:`IDENTIFY_TIMEOUT` on a small shared thread pool,
+    and :data:`SESSION_BUDGET` for the session being served.
+    """
+    key = f"{argument}\0{value}"
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    SESSION_BUDGET.charge(current_session.get())
+    future = _identifier.submit(_normalize, value, argument)
+    try:
+        result = future.result(timeout=IDENTIFY_TIMEOUT)
+    except FutureTimeout:
+        raise CrsError(
+            f"{argument}: identifying this CRS definition took longer than {IDENTIFY_TIMEOUT:g} s.",
+            fix="Pass its EPSG code ('EPSG:32633') instead of the definition.",
+        ) from None
+    with _cache_lock:
+        _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
+
+
+def clear_cache() -> None:
+    """Forget every cached normalization (tests that count what reaches PROJ)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _normalize(value: str, argument: str) -> str:
+    crs = parse_crs(value, argument)
+    _, authority = identify(crs)
+    return authority if authority is not None else crs.to_wkt()

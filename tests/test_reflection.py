@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from llmc_mcp.errors import InvalidArgument, JustificationInvalid, NotFound, StoreError
+from llmc_mcp.errors import InvalidArgument, JustificationInvalid, NotFound, RecordExists, StoreError
 from llmc_mcp.operations import get_operation
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired, cache_key
 from llmc_mcp.reflection.prompts import PromptLibrary, PromptTemplate
@@ -313,7 +313,9 @@ def _persist_many(root: str, worker: int, count: int) -> None:
             }
         )
         for hint in gate.check(REPROJECT, args):
-            gate.persist(hint.hash, hint.domain, justification(next(iter(hint.prompt_args.values()))))
+            # Another process may justify the same decision first: records are write-once.
+            with contextlib.suppress(RecordExists):
+                gate.persist(hint.hash, hint.domain, justification(next(iter(hint.prompt_args.values()))))
         gate.require(REPROJECT, args)
 
 
@@ -332,7 +334,23 @@ def test_concurrent_processes_persisting_leave_only_valid_records(workspace_dir:
     assert not [f for f in files if f.suffix != ".json"]
 
 
-def test_prose_alternatives_do_not_go_through_proj() -> None:
+def test_prose_alternatives_do_not_go_through_proj(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PROJ spends up to a second failing to parse prose; only code-like alternatives may reach it.
+
+    Checked by recording what reaches the CRS parser, not by timing the call: a wall-clock bound
+    fails on a loaded machine and proves little on a fast one.
+    """
+    from llmc_mcp import crs_text
+
+    parsed: list[str] = []
+    real_parse = crs_text.parse_crs
+
+    def recording_parse(value: str, argument: str = "crs") -> object:
+        parsed.append(value)
+        return real_parse(value, argument)
+
+    monkeypatch.setattr(crs_text, "parse_crs", recording_parse)
+    crs_text.clear_cache()
     decision = Decision("crs_datum", "justify_crs_selection", {"dst_crs": "EPSG:6933"}, "dst_crs")
     payload = justification(
         "EPSG:6933",
@@ -341,9 +359,8 @@ def test_prose_alternatives_do_not_go_through_proj() -> None:
             for i in range(10)
         ],
     )
-    start = time.perf_counter()
     validate_justification(payload, decision)
-    assert time.perf_counter() - start < 0.5
+    assert parsed == ["EPSG:6933"], "a prose alternative was handed to PROJ"
 
 
 def test_a_crs_code_alternative_equal_to_the_choice_is_still_caught() -> None:

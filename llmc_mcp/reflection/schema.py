@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmc_mcp.errors import CrsError, JustificationInvalid
+from llmc_mcp.errors import JustificationInvalid
 from llmc_mcp.reflection.specs import Decision, normalize_subject
 
 MAX_JUSTIFICATION_CHARS = 16_000
@@ -71,7 +71,9 @@ def validate_justification(payload: Any, decision: Decision) -> Justification:
     expected = decision.args[decision.subject]
     try:
         given = normalize_subject(decision.domain, justification.choice.method)
-    except CrsError:
+    except Exception:
+        # Any failure to read the text (PROJ, a refused definition, a budget) is the text's fault:
+        # it is compared as written, and so fails the check below with a field-level error.
         given = justification.choice.method
     if given != expected:
         _fail(
@@ -99,7 +101,7 @@ def _safe_normalize(domain: str, value: str) -> str:
         return value.strip()
     try:
         return normalize_subject(domain, value)
-    except CrsError:
+    except Exception:
         return value
 
 

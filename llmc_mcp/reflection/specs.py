@@ -9,12 +9,11 @@ one cache key, and are accepted as the same ``choice.method``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from llmc_mcp.crs_text import identify, parse_crs
+from llmc_mcp.crs_text import normalize_crs
 
 Domain = Literal["crs_datum", "resampling", "format_selection"]
 DOMAINS: frozenset[str] = frozenset(get_args(Domain))
@@ -49,23 +48,6 @@ class ReflectionSpec:
         if decided is None:
             return None
         return Decision(self.domain, self.prompt, decided, self.subject)
-
-
-@functools.lru_cache(maxsize=4096)
-def normalize_crs(value: str, argument: str = "crs") -> str:
-    """A stable text for a CRS: ``AUTH:CODE`` (EPSG preferred) where the definition is exactly one, else WKT2.
-
-    The text is read by :func:`~llmc_mcp.crs_text.parse_crs`, the rules every CRS argument follows,
-    so a definition the operations refuse (``+init=``, oversized, lone surrogates) can be neither a
-    cache key nor a justified ``choice.method``. The authority match is
-    :func:`~llmc_mcp.crs_text.identify`'s, which skips PROJ's many-second search for a bound
-    (``+towgs84``) CRS: the gate normalizes on every call, before any justification is checked.
-    Results are cached (PROJ takes 0.3-30 ms per definition; a cache hit is a dict lookup); errors
-    are not.
-    """
-    crs = parse_crs(value, argument)
-    _, authority = identify(crs)
-    return authority if authority is not None else crs.to_wkt()
 
 
 def normalize_subject(domain: str, value: object) -> str:
