@@ -74,15 +74,35 @@ class Workspace:
         self._check_sidecars(path, name, argument)
         return path
 
+    def allows(self, target: Path) -> bool:
+        """Whether GDAL may read ``target``: the policy of a named input, for a name GDAL chose.
+
+        Resolved (links followed) it must be a regular file inside the workspace and outside the
+        server's folders.
+        """
+        try:
+            resolved = target.resolve(strict=True)
+            regular = stat.S_ISREG(resolved.stat().st_mode)
+        except (OSError, RuntimeError):  # missing, a link loop, unreadable
+            return False
+        return regular and self._inside(resolved)
+
+    def _inside(self, resolved: Path) -> bool:
+        if not resolved.is_relative_to(self.root) or resolved == self.root:
+            return False
+        return resolved.relative_to(self.root).parts[0] not in RESERVED_DIRS
+
     def _check_sidecars(self, path: Path, name: object, argument: str) -> None:
-        """Refuse a path whose GDAL sidecars are symlinks leading out of the workspace.
+        """Refuse a path whose folder holds a link that leads GDAL out of the workspace.
 
         GDAL opens (and writes) files beside the one it is given, by names it derives and this policy
-        never sees: ``x.tif.aux.xml`` (metadata, statistics), ``x.tif.ovr`` (overviews: pixels),
-        ``x.tif.msk``, ``x.tfw``, ``x.prj``, ``x.hdr``... A symlink among them pointing outside, or into
-        a server-owned directory, would let a read or write reach a file the agent may not name.
+        never sees, under patterns no list can keep up with: ``x.tif.aux.xml``, ``x.tif.ovr``,
+        ``x.tif.msk``, ``x.tfw``, ``x.prj``, ``x.hdr``, and the satellite metadata readers'
+        ``x_rpc.txt``, ``x_RPC.TXT``, ``<scene>_MTL.txt`` (band suffix stripped), ``x.IMD``, ``x.RPB``,
+        ``DIM_*.XML``, ``METADATA.DIM``, ``summary.txt``... So the rule names no pattern: any link in the
+        folder to something that is not a directory (or to nothing) must lead inside the workspace and
+        outside the server's folders, or the file is refused. Links to folders are left alone.
         """
-        stem = path.name.split(".", 1)[0]
         try:
             entries = list(os.scandir(path.parent))
         except FileNotFoundError:
@@ -94,15 +114,19 @@ class Workspace:
                 fix="Check the folder's permissions, or move the file into a readable folder.",
             ) from None
         for entry in entries:
-            if entry.name == path.name or not entry.name.startswith(stem + ".") or not entry.is_symlink():
+            if entry.name == path.name or not entry.is_symlink():
                 continue
-            target = Path(entry.path).resolve()
-            inside = target.is_relative_to(self.root) and target != self.root
-            if not inside or target.relative_to(self.root).parts[0] in RESERVED_DIRS:
+            try:
+                target = Path(entry.path).resolve(strict=True)
+                if target.is_dir():
+                    continue  # GDAL derives file names in this folder; a folder is not opened as one
+            except (OSError, RuntimeError):  # dangling or a loop: where it leads may change
+                target = None
+            if target is None or not self._inside(target):
                 raise PathRefused(
-                    f"{argument}: '{name}' has a sidecar '{entry.name}' that links outside the workspace; "
-                    "GDAL would follow it.",
-                    fix="Remove the link, or pass a file without linked sidecars.",
+                    f"{argument}: '{name}' has a sidecar '{entry.name}' beside it that links outside the "
+                    "workspace (or into a server folder, or nowhere); GDAL would follow it.",
+                    fix="Remove the link, or move the raster into a folder without such links.",
                 )
 
     def _resolve(self, name: object, argument: str) -> Path:

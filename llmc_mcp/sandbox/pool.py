@@ -52,7 +52,7 @@ import anyio
 from anyio.abc import Process
 
 from llmc_mcp.config import Settings
-from llmc_mcp.operations.gdal_env import HARDENED_CONFIG
+from llmc_mcp.operations.gdal_env import worker_gdal_environment
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.executor import check_code
 from llmc_mcp.sandbox.worker import WorkerConfig
@@ -78,8 +78,8 @@ _WORKER_ENV = {
     "MALLOC_ARENA_MAX": "2",
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
-    # The same hardening gdal_env applies per operation, already in force when GDAL loads.
-    **HARDENED_CONFIG,
+    # The same hardening gdal_env applies per operation, already in force when GDAL loads, and GDAL_SKIP.
+    **worker_gdal_environment(),
 }
 
 

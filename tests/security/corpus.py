@@ -8,7 +8,9 @@ Each :class:`Attack` is one snippet sent to ``execute_code`` and the outcome it 
   call, a file that happens not to exist) does not count.
 - ``bounded``: allowed to start, stopped by a limit: ``Timeout``, ``MemoryError``,
   ``RecursionError``, ``WorkerCrashed``, or ``truncated`` (the answer was cut, with a marker,
-  within the output limits).
+  within the output limits). An attack whose run time grows with the machine's load (a loop that
+  builds up to its bomb) lists the other limits that may stop it first in ``also``: on a loaded
+  machine the wall-clock limit can win the race, and that outcome is just as bounded.
 
 :func:`prepare` lays out the workspace the corpus expects (links that lead outside are made here,
 by trusted code: the sandbox cannot create them). :func:`verdict` judges one answer; the test
@@ -56,10 +58,19 @@ class Attack:
     expect: str
     error: str
     match: str = ""
+    also: tuple[str, ...] = ()
+    """Other limit errors that are equally correct outcomes (bounded attacks only)."""
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Every acceptable error type: the expected one first."""
+        return (self.error, *self.also)
 
 
-def _attack(category: str, expect: str, id: str, code: str, error: str, match: str = "") -> Attack:
-    return Attack(id, category, textwrap.dedent(code).strip() + "\n", expect, error, match)
+def _attack(
+    category: str, expect: str, id: str, code: str, error: str, match: str = "", also: tuple[str, ...] = ()
+) -> Attack:
+    return Attack(id, category, textwrap.dedent(code).strip() + "\n", expect, error, match, also)
 
 
 _UNDERSCORE = 'starts with "_"'  # RestrictedPython's compile-time refusal of private names
@@ -304,16 +315,16 @@ _FILES = [
     ),
     ("file-home", _INFO.format("~/secret.tif"), "path_refused", "home-relative"),
     # Links made by the fixture (the sandbox cannot make any), pointing outside the workspace.
-    ("file-symlink-file", _INFO.format("link_out.tif"), "path_refused", "resolves outside"),
+    ("file-symlink-file", _INFO.format("links/link_out.tif"), "path_refused", "resolves outside"),
     ("file-symlink-dir", _INFO.format("linkdir/secret.tif"), "path_refused", "resolves outside"),
-    ("file-symlink-to-passwd", _INFO.format("passwd.tif"), "path_refused", "resolves outside"),
-    ("file-symlink-to-environ", _INFO.format("environ.tif"), "path_refused", "resolves outside"),
-    ("file-symlink-to-dev-zero", _INFO.format("zero.tif"), "path_refused", "resolves outside"),
+    ("file-symlink-to-passwd", _INFO.format("links/passwd.tif"), "path_refused", "resolves outside"),
+    ("file-symlink-to-environ", _INFO.format("links/environ.tif"), "path_refused", "resolves outside"),
+    ("file-symlink-to-dev-zero", _INFO.format("links/zero.tif"), "path_refused", "resolves outside"),
     ("file-fifo", _INFO.format("fifo.tif"), "path_refused", "not a regular file"),
     # GDAL opens sidecars by derived names: x.tif.aux.xml (metadata), x.tif.ovr (pixels), x.tfw.
-    ("file-sidecar-pam-metadata", _INFO.format("sidecar.tif"), "path_refused", "sidecar"),
-    ("file-sidecar-overviews", "raster.stats('overview.tif', approx=True)", "path_refused", "sidecar"),
-    ("file-sidecar-worldfile", _INFO.format("worldfile.tif"), "path_refused", "sidecar"),
+    ("file-sidecar-pam-metadata", _INFO.format("pam/sidecar.tif"), "path_refused", "sidecar"),
+    ("file-sidecar-overviews", "raster.stats('ovr/overview.tif', approx=True)", "path_refused", "sidecar"),
+    ("file-sidecar-worldfile", _INFO.format("wld/worldfile.tif"), "path_refused", "sidecar"),
     (
         "file-write-absolute",
         "raster.convert('RGB.byte.tif', '/tmp/llmc-escape.tif')",
@@ -328,13 +339,13 @@ _FILES = [
     ),
     (
         "file-write-dangling-link",
-        "raster.convert('RGB.byte.tif', 'dangling.tif')",
+        "raster.convert('RGB.byte.tif', 'links/dangling.tif')",
         "path_refused",
         "resolves outside",
     ),
     (
         "file-write-sidecar-link",
-        "raster.convert('RGB.byte.tif', 'out_sidecar.tif')",
+        "raster.convert('RGB.byte.tif', 'out/out_sidecar.tif')",
         "path_refused",
         "sidecar",
     ),
@@ -451,6 +462,10 @@ _CPU = [
 ]
 
 _DEEP = "x = []\nfor _ in range(100000):\n    x = [x]\n"
+_OR_TIMEOUT = ("Timeout",)
+"""For a bomb built by a loop (0.5-1.5 s unloaded, against a 4 s wall limit in the tests): on a loaded
+machine the wall clock may stop it before its own limit does. The bombs that allocate at once keep
+their single expected error, so a missing memory limit still fails the corpus."""
 _NESTED_ITERATORS = """
 it = iter([])
 for _ in range(10 ** 6):
@@ -464,9 +479,9 @@ _MEMORY = [
     ("mem-list-of-range", "list(range(10 ** 10))", "MemoryError"),
     ("mem-bytes", "bytes(10 ** 10)", "MemoryError"),
     ("mem-ljust", "'x'.ljust(10 ** 10)", "MemoryError"),
-    ("mem-doubling-loop", "s = 'a'\nwhile True:\n    s = s + s", "MemoryError"),
+    ("mem-doubling-loop", "s = 'a'\nwhile True:\n    s = s + s", "MemoryError", _OR_TIMEOUT),
     # Holds what it allocated in a variable: the session is reset so the next call has memory again.
-    ("mem-append-loop", "x = []\nwhile True:\n    x.append('x' * 10 ** 6)", "MemoryError"),
+    ("mem-append-loop", "x = []\nwhile True:\n    x.append('x' * 10 ** 6)", "MemoryError", _OR_TIMEOUT),
     ("mem-format-builtin-width", "format(1, '0999999999d')", "MemoryError"),
     ("mem-percent-width", "'%0999999999d' % 1", "MemoryError"),
     ("mem-fstring-width", "f'{1:>999999999}'", "MemoryError"),
@@ -484,8 +499,15 @@ _MEMORY = [
         _DEEP + "y = []\nfor _ in range(100000):\n    y = [y]\nx == y",
         "RecursionError",
     ),
-    # C iterators nested a million deep recurse in C without a depth check: the worker segfaults.
-    ("mem-nested-iterators", _NESTED_ITERATORS, "WorkerCrashed"),
+    # C iterators nested a million deep recurse in C without a depth check: the worker segfaults, unless
+    # the loop that nests them outlasts the wall limit first (a loaded machine), or a Python with C
+    # recursion checks refuses, or the nesting exhausts memory: each stops it.
+    (
+        "mem-nested-iterators",
+        _NESTED_ITERATORS,
+        "WorkerCrashed",
+        ("Timeout", "RecursionError", "MemoryError"),
+    ),
 ]
 
 _OUTPUT = [
@@ -582,8 +604,9 @@ def _denied_all(category: str, rows: list[tuple[str, str, str, str]]) -> list[At
     return [_attack(category, DENIED, id, code, error, match) for id, code, error, match in rows]
 
 
-def _bounded_all(category: str, rows: list[tuple[str, str, str]]) -> list[Attack]:
-    return [_attack(category, BOUNDED, id, code, error) for id, code, error in rows]
+def _bounded_all(category: str, rows: list[tuple[Any, ...]]) -> list[Attack]:
+    """Rows ``(id, code, error)`` or ``(id, code, error, also)``."""
+    return [_attack(category, BOUNDED, id, code, error, "", *also) for id, code, error, *also in rows]
 
 
 CORPUS: tuple[Attack, ...] = (
@@ -621,21 +644,25 @@ def prepare(workspace: Path, outside: Path) -> None:
     shutil.copyfile(SAMPLE, outside / "secret.tif")
     (outside / "secret.aux.xml").write_text(PAM_SECRET)
     (outside / "secret.tfw").write_text("1\n0\n0\n-1\n0\n0\n")
-    for name in ("RGB.byte.tif", "sidecar.tif", "overview.tif", "worldfile.tif"):
+    # A link to a file outside makes its whole folder's rasters refused (GDAL probes sidecars by
+    # patterns no list keeps up with), so each case has a folder of its own and the root has none.
+    for name in ("RGB.byte.tif", "pam/sidecar.tif", "ovr/overview.tif", "wld/worldfile.tif"):
+        (workspace / name).parent.mkdir(exist_ok=True)
         shutil.copyfile(SAMPLE, workspace / name)
-    (workspace / ".preflight").mkdir(exist_ok=True)
+    for folder in (".preflight", "links", "out"):
+        (workspace / folder).mkdir(exist_ok=True)
     links = {
-        "link_out.tif": outside / "secret.tif",
+        "links/link_out.tif": outside / "secret.tif",
         "linkdir": outside,
-        "dangling.tif": outside / "created_by_attack.tif",
-        "passwd.tif": Path("/etc/passwd"),
-        "environ.tif": Path("/proc/self/environ"),
-        "zero.tif": Path("/dev/zero"),
+        "links/dangling.tif": outside / "created_by_attack.tif",
+        "links/passwd.tif": Path("/etc/passwd"),
+        "links/environ.tif": Path("/proc/self/environ"),
+        "links/zero.tif": Path("/dev/zero"),
         "linkpre": workspace / ".preflight",
-        "sidecar.tif.aux.xml": outside / "secret.aux.xml",
-        "overview.tif.ovr": outside / "secret.tif",
-        "worldfile.tfw": outside / "secret.tfw",
-        "out_sidecar.tif.aux.xml": outside / "written_through_sidecar.aux.xml",
+        "pam/sidecar.tif.aux.xml": outside / "secret.aux.xml",
+        "ovr/overview.tif.ovr": outside / "secret.tif",
+        "wld/worldfile.tfw": outside / "secret.tfw",
+        "out/out_sidecar.tif.aux.xml": outside / "written_through_sidecar.aux.xml",
     }
     for name, target in links.items():
         link = workspace / name
@@ -670,10 +697,11 @@ def verdict(attack: Attack, data: dict[str, Any], output_limit: int) -> tuple[st
         return _judge_truncated(data, output_limit)
     if data.get("ok"):
         return "FAILED", f"ran to completion: {json.dumps(data.get('result'), default=str)[:200]}"
-    if error.get("type") != attack.error:
+    if error.get("type") not in attack.errors:
         return (
             "FAILED",
-            f"expected {attack.error}, got {error.get('type')}: {str(error.get('message'))[:200]}",
+            f"expected {' or '.join(attack.errors)}, got {error.get('type')}: "
+            f"{str(error.get('message'))[:200]}",
         )
     if attack.match not in str(error.get("message", "")):
         return "FAILED", f"{attack.error} but not for the expected reason: {str(error.get('message'))[:200]}"
