@@ -8,6 +8,12 @@ keeps a secret variable and must only ever read its own. The full benchmark is `
 Reaping: in-process/stdio sessions end through the lifespan; HTTP sessions end through the MCP
 connection's teardown (``pool.close_with_connection``), and in any case through the idle TTL, which
 a background task enforces even when no calls come.
+
+Nothing here asserts a speed. How many calls a session makes in its few seconds, and how many workers
+are alive at the instant a sampler looks, depend on the machine's load (a loaded 2-core run makes far
+fewer calls and overlaps fewer sessions), so counts are asserted as bounds that hold on any machine;
+calls meant to be long last a wall-clock time, not a fixed amount of work. Timings live in
+``bench/load.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,23 @@ pytestmark = pytest.mark.anyio
 SESSIONS = 8
 SECONDS = 3.0
 CALL_LIMIT = 60.0
+MIN_CALLS = 3
+"""Calls every session makes however slow the machine: its secret, then at least one step of the mix."""
+
+
+def busy_for(seconds: float, then: str) -> str:
+    """Sandbox code that keeps its worker busy for ``seconds`` of wall time (on any machine), then ``then``.
+
+    A fixed amount of work (``sum(range(N))``) is too quick on a fast machine and needlessly slow on a
+    loaded one; the clock is what the pool's idle and demotion timers look at.
+    """
+    return (
+        "import datetime\n"
+        f"until = datetime.datetime.now() + datetime.timedelta(seconds={seconds})\n"
+        "while datetime.datetime.now() < until:\n"
+        "    pass\n"
+        f"{then}"
+    )
 
 
 def free_port() -> int:
@@ -103,7 +126,7 @@ async def session_mix(
     await check(f"secret = {secret!r}", lambda d: d["ok"], "set secret")
     deadline = time.monotonic() + seconds
     step = 0
-    while time.monotonic() < deadline:
+    while step == 0 or time.monotonic() < deadline:  # one step at least, however slow the machine
         step += 1
         await check("1 + 1", lambda d: d["ok"] and d["result"] == 2, "trivial")
         await check("secret", lambda d: d["ok"] and d["result"] == secret, "LEAK or lost state")
@@ -158,20 +181,28 @@ def code_settings(workspace: Path, **overrides: Any) -> Settings:
 async def test_http_sessions_run_concurrently_without_leaks_and_idle_workers_are_reaped(
     workspace_dir: Path,
 ) -> None:
+    """Guards against sessions sharing a worker (or its variables) and against idle workers outliving
+    their TTL. The number of workers alive at once is a bound, not a value: how far the sessions
+    overlap, and whether a 2 s TTL reaps a worker between two calls, depends on the machine's load."""
     server = build_server(code_settings(workspace_dir, idle_ttl=2.0))
     pool: WorkerPool = server.pool  # type: ignore[attr-defined]
     peak = 0
+    shared: list[dict[str, int]] = []
 
     def observe() -> None:
         nonlocal peak
-        peak = max(peak, pool.sessions)
+        workers = pool.worker_pids()
+        peak = max(peak, pool.sessions, len(workers))
+        if len(set(workers.values())) != len(workers):
+            shared.append(workers)
 
     async with serve_http(server) as web:
         connect = lambda: Client(web.url, mode="legacy")  # noqa: E731
         calls, problems = await run_sessions(connect, SESSIONS, SECONDS, observe)
         assert problems == []
-        assert calls > SESSIONS * 5
-        assert peak == SESSIONS, f"expected one worker per session, saw {peak}"
+        assert calls >= SESSIONS * MIN_CALLS
+        assert shared == [], "two sessions were served by one worker process"
+        assert 1 <= peak <= SESSIONS, f"{peak} workers alive at once for {SESSIONS} sessions"
         pids = list(pool.worker_pids().values())
         # No more calls come: the background reaper alone must stop every worker after the TTL.
         assert await wait_until(lambda: pool.sessions == 0, 2.0 + 10), pool.worker_pids()
@@ -184,7 +215,7 @@ async def test_http_session_end_stops_its_worker_at_once(workspace_dir: Path) ->
     pool: WorkerPool = server.pool  # type: ignore[attr-defined]
     async with serve_http(server) as web:
         calls, problems = await run_sessions(lambda: Client(web.url, mode="legacy"), 3, 1.0)
-        assert problems == [] and calls
+        assert problems == [] and calls >= 3 * MIN_CALLS
         assert await wait_until(lambda: pool.sessions == 0, 5), pool.worker_pids()
 
 
@@ -237,16 +268,25 @@ async def test_the_pool_stops_a_worker_when_its_http_connection_ends(tmp_path: P
 
 
 async def test_in_process_sessions_run_concurrently_and_are_reaped_when_they_end(workspace_dir: Path) -> None:
+    """Guards against sessions sharing a worker and against a worker outliving its session.
+
+    Each session keeps its secret across its calls (``problems`` is empty), so each had a worker of
+    its own; the sampler only bounds how many it saw, since a loaded machine may overlap fewer."""
     server = build_server(code_settings(workspace_dir))
     pool: WorkerPool = server.pool  # type: ignore[attr-defined]
-    seen: list[int] = []
+    seen: set[int] = set()
+    shared: list[dict[str, int]] = []
 
     def observe() -> None:
-        seen.extend(pool.worker_pids().values())
+        workers = pool.worker_pids()
+        seen.update(workers.values())
+        if len(set(workers.values())) != len(workers):
+            shared.append(workers)
 
     calls, problems = await run_sessions(lambda: Client(server, mode="legacy"), SESSIONS, SECONDS, observe)
-    assert problems == [] and calls > SESSIONS * 5
-    assert len(set(seen)) == SESSIONS
+    assert problems == [] and calls >= SESSIONS * MIN_CALLS
+    assert shared == [], "two sessions were served by one worker process"
+    assert 1 <= len(seen) <= SESSIONS, f"{len(seen)} workers for {SESSIONS} sessions (no idle TTL, no crash)"
     assert pool.sessions == 0, "a session's end did not stop its worker"
     assert await wait_until(lambda: not any(alive(p) for p in seen), 5)
 
@@ -273,7 +313,7 @@ async def test_a_timeout_and_a_dead_worker_do_not_disturb_other_sessions(workspa
             tg.start_soon(crash)
             connect = lambda: Client(server, mode="legacy")  # noqa: E731
             calls, problems = await run_sessions(connect, 4, 3.0, light=True)
-        assert problems == [] and calls
+        assert problems == [] and calls >= 4 * MIN_CALLS
         assert outcomes["spin"]["error"]["type"] == "Timeout"
         crashed = outcomes["crash"]["error"]
         assert crashed["type"] == "WorkerCrashed" and "killed" in crashed["message"], crashed
@@ -321,12 +361,14 @@ async def test_idle_workers_are_reaped_without_any_call(tmp_path: Path) -> None:
 
 
 async def test_a_busy_worker_is_never_reaped_as_idle(tmp_path: Path) -> None:
+    """Guards against the idle reaper killing a worker in the middle of a long call.
+
+    The call is busy for a wall-clock time several TTLs long (not a fixed amount of work, which a fast
+    machine finishes within one TTL and so proves nothing)."""
     pool = WorkerPool(code_settings(tmp_path, idle_ttl=0.3), str(tmp_path), _no_requests)
     try:
         await pool.execute("busy", "kept = 1", False)
-        started = time.monotonic()
-        slow = await pool.execute("busy", "sum(range(6 * 10**7)) > 0 and kept", False)
-        assert time.monotonic() - started > 0.6, "the call was too quick to prove anything"
+        slow = await pool.execute("busy", busy_for(1.5, "kept"), False)
         assert slow["ok"] and slow["result"] == 1, slow
     finally:
         await pool.close()
@@ -351,16 +393,20 @@ async def test_a_long_call_runs_at_lower_priority_and_the_next_call_does_not(tmp
         (pid,) = pool.worker_pids().values()
         assert _nice(pid) == 0 and _group_nice(pid) in (0, None), "the first call restores priority"
         niceness: list[int] = []
+        group: list[int | None] = []
 
         async def watch() -> None:
-            await anyio.sleep(1.4)
+            # Demotion is due DEMOTE_AFTER (1 s) into the call; on a loaded machine the timer may fire
+            # late, so poll for it while the call still runs (it lasts 6 s of wall time).
+            await wait_until(lambda: _nice(pid) == DEMOTED_NICE, 4.5)
             niceness.append(_nice(pid))
-            assert _group_nice(pid) in (DEMOTED_NICE, None)
+            group.append(_group_nice(pid))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
-            await pool.execute("long", "sum(range(12 * 10**7))", False)
+            await pool.execute("long", busy_for(6, "1"), False)
         assert niceness == [DEMOTED_NICE], "a call running for over a second was not demoted"
+        assert group[0] in (DEMOTED_NICE, None)
         await pool.execute("long", "1", False)
         assert _group_nice(pid) in (0, None)
         if os.geteuid() == 0:  # raising a process's priority again needs CAP_SYS_NICE

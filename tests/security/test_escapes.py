@@ -108,9 +108,10 @@ def test_every_expectation_names_a_precise_outcome() -> None:
     for attack in CORPUS:
         assert attack.expect in (DENIED, BOUNDED), attack.id
         if attack.expect == DENIED:
-            assert attack.error not in accidental and attack.match, attack.id
+            assert attack.error not in accidental and attack.match and not attack.also, attack.id
         else:
             assert attack.error in (*LIMIT_ERRORS, TRUNCATED), attack.id
+            assert set(attack.also) <= set(LIMIT_ERRORS), attack.id  # another limit, never a policy error
 
 
 @pytest.mark.parametrize("attack", CORPUS, ids=[attack.id for attack in CORPUS])
