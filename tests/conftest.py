@@ -6,13 +6,16 @@ a clone runs the whole suite with nothing outside the repository.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
+from llmc_mcp.reflection.store import STATE_DIR_ENV
 from llmc_mcp.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +31,19 @@ SHARED_FILES = (
     "rotated.tif",
     "corrupt.tif",
 )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The store's keys go to a folder of this test run, never into the user's ~/.local/state."""
+    folder = tmp_path_factory.mktemp("state")
+    previous = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop(STATE_DIR_ENV, None)
+    else:
+        os.environ[STATE_DIR_ENV] = previous
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ domain comes from a fixed set and the file name from a key that must match
 unchecked, and names are portable (no ``:``).
 
 Each record carries an HMAC-SHA256 of its own content, keyed with a secret
-that only the server process reads (``.preflight/secret.key``, mode 0600). A
-record that fails to parse, to validate or to authenticate is a miss and a log
-line, never a crash: a hand-edited, truncated or forged file cannot unlock the
-gate.
+that only the server process reads. The key lives outside the workspace, in the
+server's private state folder (:func:`state_dir`, mode 0700), one file per
+workspace (:func:`key_path`, mode 0600): workers may read the whole workspace,
+and GDAL opens files there by names the path policy never sees. A record that
+fails to parse, to validate or to authenticate is a miss and a log line, never
+a crash: a hand-edited, truncated or forged file cannot unlock the gate.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from llmc_mcp.reflection.specs import DOMAINS
 log = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+STATE_DIR_ENV = "LLMC_MCP_STATE_DIR"
+LEGACY_KEY_NAME = "secret.key"
+"""Where the key used to be, in ``<workspace>/.preflight/``; moved out on first use."""
 _RECORD_VERSION = 1
 
 
@@ -83,9 +88,14 @@ class JustificationStore:
     """Authenticated, atomically written justification records under ``<root>/justifications``."""
 
     def __init__(self, root: Path, *, secret: bytes | None = None):
+        """``root`` is ``<workspace>/.preflight``; without ``secret`` the key is the workspace's own,
+        kept in :func:`state_dir`, which must be out of every worker's reach (checked here)."""
         self.root = root
         self.records_dir = root / "justifications"
         self._secret = secret
+        self._key_path = None if secret is not None else key_path(root.parent)
+        if self._key_path is not None:
+            check_private(self._key_path.parent, root.parent)
 
     def path_for(self, domain: str, key: str) -> Path:
         return self.records_dir / check_domain(domain) / f"{check_key(key).removeprefix('sha256:')}.json"
@@ -170,31 +180,71 @@ class JustificationStore:
 
     def _key(self) -> bytes:
         if self._secret is None:
-            self._secret = _load_or_create_secret(self.root / "secret.key")
+            assert self._key_path is not None
+            self._secret = _load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
         return self._secret
 
 
-def _load_or_create_secret(path: Path) -> bytes:
+def state_dir() -> Path:
+    """The server's private state folder: ``$LLMC_MCP_STATE_DIR``, else ``$XDG_STATE_HOME/llmc-mcp``,
+    else ``~/.local/state/llmc-mcp`` (the XDG default)."""
+    if configured := os.environ.get(STATE_DIR_ENV):
+        return Path(configured).expanduser().resolve()
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return (base / "llmc-mcp").resolve()
+
+
+def key_path(workspace: Path) -> Path:
+    """The key file of one workspace, named by a hash of its resolved path (no path leaks into a name)."""
+    digest = hashlib.sha256(os.fsencode(workspace.resolve())).hexdigest()[:32]
+    return state_dir() / f"{digest}.key"
+
+
+def check_private(folder: Path, workspace: Path) -> None:
+    """Refuse a state folder a worker could read: inside the workspace or under the worker's Landlock
+    read list (its runtime: prefixes, site-packages including the user's under ~/.local, the checkout)."""
+    from llmc_mcp.sandbox.worker import _runtime_paths
+
+    resolved = folder.resolve()
+    for readable in (workspace, *map(Path, _runtime_paths())):
+        if resolved.is_relative_to(readable.resolve()):
+            raise StoreError(
+                f"The store's key folder {resolved} is inside {readable}, which workers can read.",
+                fix=f"Set {STATE_DIR_ENV} to a private folder outside the workspace and the Python runtime.",
+            )
+
+
+def _load_or_create_secret(path: Path, legacy: Path | None = None) -> bytes:
     """Read the key, or create it so that concurrent creators agree on one complete key.
 
     The new key is written in full to a temp file and then hard-linked into
     place: ``link`` fails if the name exists, so a reader never sees a partial
-    key and two creators never end up with different ones.
+    key and two creators never end up with different ones. A key still at
+    ``legacy`` (inside the workspace) becomes the new one, so existing records
+    stay valid, and is deleted there once the new file exists: whoever finds
+    the legacy file gone finds the new one in place.
     """
+    fix = f"Check the permissions of {path.parent} (or set {STATE_DIR_ENV})."
     try:
         return path.read_bytes()
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise StoreError(
-            f"Cannot read the store key ({_os_reason(exc)}).", fix="Check <workspace>/.preflight permissions."
-        ) from None
+        raise StoreError(f"Cannot read the store key ({_os_reason(exc)}).", fix=fix) from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        content = legacy.read_bytes() if legacy is not None else None
+    except FileNotFoundError:
+        content = None
+    except OSError as exc:
+        raise StoreError(f"Cannot read the old store key ({_os_reason(exc)}).", fix=fix) from None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
         fd, tmp = tempfile.mkstemp(prefix=".secret.", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(secrets.token_bytes(32))
+                handle.write(content if content else secrets.token_bytes(32))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, 0o600)
@@ -202,11 +252,15 @@ def _load_or_create_secret(path: Path) -> bytes:
                 os.link(tmp, path)
         finally:
             os.unlink(tmp)
-        return path.read_bytes()
+        secret = path.read_bytes()
     except OSError as exc:
-        raise StoreError(
-            f"Cannot create the store key ({_os_reason(exc)}).", fix="Make <workspace>/.preflight writable."
-        ) from None
+        raise StoreError(f"Cannot create the store key ({_os_reason(exc)}).", fix=fix) from None
+    if content is not None and legacy is not None:
+        try:
+            legacy.unlink(missing_ok=True)
+        except OSError as exc:  # the key works from its new place; the old copy is only a leak
+            log.warning("the old store key in the workspace could not be deleted: %s", _os_reason(exc))
+    return secret
 
 
 def _exclusive_write(path: Path, data: bytes) -> bool:
