@@ -11,6 +11,15 @@ from pydantic import BaseModel, Field
 Mode = Literal["code", "classic"]
 
 
+_QUOTAS = (
+    "quota_session_mb",
+    "quota_session_files",
+    "quota_workspace_mb",
+    "quota_workspace_files",
+    "disk_reserve_mb",
+)
+
+
 class Settings(BaseModel):
     mode: Mode = "code"
     workspace: Path = Field(default_factory=Path.cwd)
@@ -24,6 +33,13 @@ class Settings(BaseModel):
         900.0, gt=0, description="Seconds after which an idle session's worker is reaped."
     )
     max_workers: int = Field(32, ge=1, le=1024, description="Code-mode workers (sessions) alive at once.")
+    quota_session_mb: int = Field(2048, ge=1, description="Bytes of outputs one session may keep, MiB.")
+    quota_session_files: int = Field(1000, ge=1, description="Output files one session may keep.")
+    quota_workspace_mb: int = Field(20480, ge=1, description="Bytes of outputs in the workspace, MiB.")
+    quota_workspace_files: int = Field(10_000, ge=1, description="Output files in the workspace.")
+    disk_reserve_mb: int = Field(
+        256, ge=0, description="Free disk space no output may take, kept for the server's records, MiB."
+    )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -35,6 +51,7 @@ class Settings(BaseModel):
             "memory_mb": os.environ.get("LLMC_MCP_MEMORY_MB"),
             "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
             "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
+            **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -10,6 +10,7 @@ with a message that says what to pass instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import unicodedata
@@ -21,6 +22,8 @@ RESERVED_DIRS = frozenset({".preflight", ".llmc"})
 """Server-owned directories: the justification store and the generated stubs."""
 
 MAX_PATH_CHARS = 1024
+MAX_PATH_DEPTH = 16
+"""Components of an output path: a loop of writes into ever deeper folders stops here."""
 _FIX = "Pass a relative file name inside the workspace, such as 'data/input.tif'."
 
 
@@ -63,16 +66,49 @@ class Workspace:
         return path
 
     def output_path(self, name: object, *, argument: str = "dst") -> Path:
-        """Resolve a file to write; its parent directories are created inside the workspace."""
+        """Resolve a file to write. Nothing is created: a refused call must leave no trace, so the
+        write creates missing folders (:meth:`make_dirs`) once it is granted, and removes them if it
+        fails. Here the nearest existing ancestor must be a folder inside the workspace."""
         path = self._resolve(name, argument)
+        depth = len(path.relative_to(self.root).parts)
+        if depth > MAX_PATH_DEPTH:
+            raise PathRefused(
+                f"{argument}: '{name}' is {depth} folders deep; at most {MAX_PATH_DEPTH} are allowed.",
+                fix="Write to a shallower name, such as 'out/result.tif'.",
+            )
         if path.exists() and not path.is_file():
             raise PathRefused(f"{argument}: '{name}' exists and is not a regular file.", fix=_FIX)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # mkdir may have followed a symlinked directory created concurrently; check again.
-        if not path.parent.resolve().is_relative_to(self.root):
-            raise PathRefused(f"{argument}: '{name}' resolves outside the workspace.", fix=_FIX)
+        ancestor = path.parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            shown = self.relative(ancestor)
+            raise PathRefused(f"{argument}: '{shown}' in '{name}' is a file, not a folder.", fix=_FIX)
         self._check_sidecars(path, name, argument)
         return path
+
+    def missing_parents(self, path: Path) -> list[Path]:
+        """The folders above ``path`` that do not exist yet, outermost first."""
+        missing = []
+        parent = path.parent
+        while not parent.exists():
+            missing.append(parent)
+            parent = parent.parent
+        return missing[::-1]
+
+    def make_dirs(self, dirs: list[Path]) -> None:
+        """Create ``dirs`` (outermost first, as :meth:`missing_parents` lists them) inside the workspace.
+
+        Each is created by one ``mkdir``, which never follows a link, and checked afterwards: a link
+        planted meanwhile under one of the names fails the write instead of leading it outside.
+        """
+        for folder in dirs:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder)
+            if not folder.resolve().is_relative_to(self.root) or not folder.is_dir():
+                raise PathRefused(
+                    f"'{self.relative(folder)}' resolves outside the workspace or is not a folder.", fix=_FIX
+                )
 
     def allows(self, target: Path) -> bool:
         """Whether GDAL may read ``target``: the policy of a named input, for a name GDAL chose.

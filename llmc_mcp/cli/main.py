@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Log level on stderr (default WARNING).",
     )
     _add_limit_flags(serve)
+    _add_quota_flags(serve)
 
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
     stubs.add_argument("--out", type=Path, required=True, help="Directory to write the stubs into.")
@@ -113,6 +114,26 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         metavar="MIB",
         help="Memory limit of a code-mode worker (default 2048). Env: LLMC_MCP_MEMORY_MB.",
     )
+
+
+_QUOTA_FLAGS = {
+    "quota_session_mb": ("MIB", "Bytes of outputs one session may keep (default 2048)."),
+    "quota_session_files": ("N", "Output files one session may keep (default 1000)."),
+    "quota_workspace_mb": ("MIB", "Bytes of llmc-mcp outputs in the workspace (default 20480)."),
+    "quota_workspace_files": ("N", "llmc-mcp output files in the workspace (default 10000)."),
+    "disk_reserve_mb": ("MIB", "Free disk space no output may take, kept for the store (default 256)."),
+}
+
+
+def _add_quota_flags(parser: argparse.ArgumentParser) -> None:
+    for name, (metavar, text) in _QUOTA_FLAGS.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=int,
+            default=None,
+            metavar=metavar,
+            help=f"{text} Env: LLMC_MCP_{name.upper()}.",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +191,7 @@ def _settings(args: argparse.Namespace):
             memory_mb=getattr(args, "memory_mb", None),
             idle_ttl=getattr(args, "idle_ttl", None),
             max_workers=getattr(args, "max_workers", None),
+            **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, ReflectionSpec
 from llmc_mcp.workspace import Workspace
 
@@ -34,6 +35,13 @@ class OperationContext:
 
     workspace: Workspace
     num_threads: int = 2
+    outputs: OutputGuard | None = None
+    """Permission to write an output (quotas, journal, ledger: :mod:`llmc_mcp.outputs`). A worker's asks
+    the server; left out, it is a ledger of this process (tests, tools run in-process)."""
+
+    def __post_init__(self) -> None:
+        if self.outputs is None:
+            object.__setattr__(self, "outputs", LocalOutputs(OutputLedger(self.workspace)))
 
 
 @dataclass(frozen=True)

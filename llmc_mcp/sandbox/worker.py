@@ -138,6 +138,9 @@ def apply_limits(config: WorkerConfig) -> None:
         _soft, hard = resource.getrlimit(which)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (cap, cap))
+    # A write past RLIMIT_FSIZE (an output's byte budget) then fails with EFBIG, which the operation
+    # reports, instead of killing the worker and its session.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def _user_tasks() -> int:
@@ -321,6 +324,7 @@ class ChannelHost:
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations import OperationContext
     from llmc_mcp.operations.gdal_env import disable_network, unexpected_drivers
+    from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
     from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
@@ -329,8 +333,8 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
 
     refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
-    context = OperationContext(Workspace(config.workspace), config.num_threads)
     host = ChannelHost(channel)
+    context = OperationContext(Workspace(config.workspace), config.num_threads, RemoteOutputs(host))
     operations = build_operations(context, host)
     session = Session(build_modules(context, host, PromptLibrary.default()), config.output_limit)
     apply_limits(config)

@@ -84,11 +84,15 @@ class HostRequests:
 
     def __init__(self, runtime: Runtime, *, log_budget: LogBudget | None = None):
         self._gate = runtime.gate
+        self._outputs = runtime.outputs
         self.log_budget = log_budget or LogBudget()
         self._handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             "gate.check": self._check,
             "gate.persist": self._persist,
             "gate.report": self._report,
+            "outputs.begin": self._begin_output,
+            "outputs.commit": self._commit_output,
+            "outputs.abort": self._abort_output,
         }
 
     async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -107,8 +111,22 @@ class HostRequests:
             ) from None
 
     async def worker_discarded(self, session: str) -> None:
-        """A session's worker is gone (killed, crashed, reaped or closed): forget what was its."""
+        """A session's worker is gone (killed, crashed, reaped or closed): forget what was its.
+
+        A worker killed mid-write (wall clock, crash) never ran its own cleanup: its temporary
+        files, and the folders its writes created, are removed here.
+        """
         self.log_budget.forget(session)
+        await anyio.to_thread.run_sync(self._outputs.discard_worker, session)
+
+    def _begin_output(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self._outputs.begin(_session(), str(params.get("dst"))).to_dict()
+
+    def _commit_output(self, params: Mapping[str, Any]) -> None:
+        self._outputs.commit(_session(), str(params.get("token")))
+
+    def _abort_output(self, params: Mapping[str, Any]) -> None:
+        self._outputs.abort(_session(), str(params.get("token")))
 
     def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
         op = get_operation(str(params.get("operation")))
@@ -139,6 +157,11 @@ class HostRequests:
             }
             for r in sorted(self._gate.store.records(), key=lambda r: r.created_at)
         ]
+
+
+def _session() -> str:
+    """The key of the session whose worker asks (the pool sets it for every request)."""
+    return current_session.get() or "local"
 
 
 def worker_pool(runtime: Runtime) -> WorkerPool:

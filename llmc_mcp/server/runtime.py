@@ -1,4 +1,4 @@
-"""What both faces share for one workspace: the operation context, the store and the gate."""
+"""What both faces share for one workspace: the operation context, the store, the gate, the output ledger."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.operations.gdal_env import disable_network
+from llmc_mcp.outputs import LocalOutputs, OutputLedger, Quota
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
@@ -21,6 +22,7 @@ class Runtime:
     settings: Settings
     context: OperationContext
     gate: Gate
+    outputs: OutputLedger
 
     @classmethod
     def create(cls, settings: Settings, *, next_action: str, prompts: PromptLibrary | None = None) -> Runtime:
@@ -29,4 +31,7 @@ class Runtime:
         store = JustificationStore(workspace.preflight_dir)
         gate = Gate(store, prompts or PromptLibrary.default(), next_action=next_action)
         log.info("workspace %s, mode %s", workspace.root, settings.mode)
-        return cls(settings, OperationContext(workspace, settings.num_threads), gate)
+        outputs = OutputLedger(workspace, Quota.from_settings(settings))
+        outputs.sweep()  # temporary files of writes a previous server process left unfinished
+        context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
+        return cls(settings, context, gate, outputs)

@@ -7,9 +7,14 @@ Both operations follow the same pipeline, defined once here:
    on the source header, without reading pixels, and returns a :class:`Plan`; run alone, it is the
    operation's preflight (:func:`preflight_output`), so anything the write would refuse is refused
    before the gate asks for a justification;
-3. :func:`write_output`: ``plan.write`` into a hidden temporary file beside ``dst``, renamed onto
-   it (with its sidecars) only once complete, so a failure never leaves a partial raster under the
-   destination name; GDAL errors become one :class:`RasterError` naming both files.
+3. :func:`write_output`: the server grants the write (quotas, a byte budget, the hidden temporary
+   name beside ``dst``, journaled: :mod:`llmc_mcp.outputs`); ``plan.write`` writes the temporary
+   file under that budget; any GDAL error *or warning* while writing or closing fails the write,
+   and so does a re-read of every block that finds one missing or unreadable (a full disk can end
+   a GeoTIFF short without an exception); only then the server renames it (with its sidecars)
+   onto ``dst``. On any failure the temporary file goes and an existing ``dst`` stays as it was.
+   GDAL errors become one :class:`RasterError` naming both files; a write stopped by its budget,
+   a :class:`~llmc_mcp.outputs.QuotaExceeded` naming the limit.
 
 The creation options both operations share (compression, predictor, quality, BigTIFF, threads)
 and their checks are :func:`creation_options`.
@@ -17,21 +22,33 @@ and their checks are :func:`creation_options`.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-import secrets
+import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
+from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument, LlmcError, RasterError
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.gdal_env import (
+    GDAL_ERRORS,
+    READ_DRIVERS,
+    gdal_env,
+    open_for_read,
+    translate_gdal_error,
+)
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
+from llmc_mcp.outputs import Grant, QuotaExceeded, family
 
 GEOTIFF_SUFFIXES = (".tif", ".tiff")
 
@@ -65,12 +82,131 @@ def write_output(ctx: OperationContext, src: str, dst: str, plan: PlanFunction, 
     src_path, dst_path = _check_src_dst(ctx, src, dst)
     with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path) as source:
         planned = plan(ctx, source, **options)
-        with _atomic_output(dst_path) as tmp:
-            try:
-                planned.write(source, tmp)
-            except GDAL_ERRORS as exc:
-                raise _write_error(ctx, exc, src_path, dst_path, tmp) from None
+        _write_atomically(ctx, planned, source, src_path, dst_path)
     return _describe_output(ctx, dst, dst_path)
+
+
+def _write_atomically(
+    ctx: OperationContext, planned: Plan, source: DatasetReader, src_path: Path, dst_path: Path
+) -> None:
+    """Granted, written under the budget, checked, then committed; or nothing changes under ``dst``."""
+    guard = ctx.outputs
+    assert guard is not None
+    grant = guard.begin(ctx.workspace.relative(dst_path))
+    tmp = ctx.workspace.root / grant.tmp
+    try:
+        try:
+            with guard.limit(grant), gdal_messages() as messages:
+                planned.write(source, tmp)
+            messages.check()
+            with gdal_messages() as messages:
+                _read_every_block(tmp)
+            messages.check()
+        except (*GDAL_ERRORS, OSError, GdalComplaint) as exc:
+            raise _write_error(ctx, exc, grant, src_path, dst_path, tmp) from None
+        guard.commit(grant)
+    except BaseException:
+        # The server deletes the temporary file, its sidecars and the folders this write created.
+        with contextlib.suppress(Exception):
+            guard.abort(grant)
+        raise
+
+
+class GdalComplaint(Exception):
+    """GDAL reported an error or a warning that did not surface as an exception."""
+
+
+class _Collector(logging.Handler):
+    """Keeps what rasterio relays from GDAL: CE_Warning and above (CE_Failure is relayed at INFO)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        complaint = record.levelno >= logging.WARNING or text.startswith(_GDAL_FAILURE_PREFIXES)
+        if complaint and len(self.messages) < _KEPT_MESSAGES and text not in self.messages:
+            self.messages.append(text)
+
+    def check(self) -> None:
+        if self.messages:
+            raise GdalComplaint("; ".join(_GDAL_MESSAGE.sub(r"\1", m) for m in self.messages))
+
+
+_GDAL_FAILURE_PREFIXES = ("GDAL signalled an error", "CPLE_None in")
+_GDAL_MESSAGE = re.compile(r"^(?:GDAL signalled an error: err_no=\d+, msg=|CPLE_\w+ in )'?(.*?)'?$", re.S)
+_KEPT_MESSAGES = 5
+_capture_lock = threading.Lock()
+_collectors: list[_Collector] = []
+_saved_logger_state: tuple[int, bool] = (logging.NOTSET, True)
+
+
+@contextmanager
+def gdal_messages() -> Iterator[_Collector]:
+    """Collect the errors and warnings GDAL reports meanwhile (rasterio relays them to ``logging``).
+
+    rasterio raises only for the calls it checks; a failed block flush at close, or a warning that
+    the file is incomplete, is only logged. The ``rasterio`` logger is switched to INFO (where it
+    relays CE_Failure) and kept from propagating while any collection runs; concurrent collections
+    in one process all see every message, so a doubt fails each of them rather than none.
+    """
+    global _saved_logger_state
+    logger = logging.getLogger("rasterio")
+    collector = _Collector()
+    with _capture_lock:
+        if not _collectors:
+            _saved_logger_state = (logger.level, logger.propagate)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+        _collectors.append(collector)
+        logger.addHandler(collector)
+    try:
+        yield collector
+    finally:
+        with _capture_lock:
+            logger.removeHandler(collector)
+            _collectors.remove(collector)
+            if not _collectors:
+                logger.setLevel(_saved_logger_state[0])
+                logger.propagate = _saved_logger_state[1]
+
+
+VERIFY_CHUNK_BYTES = 8 * 1024 * 1024
+"""Pixels read at once when re-reading a written file: whole rows of blocks, about this many bytes."""
+
+
+def _read_every_block(path: Path) -> None:
+    """Re-open ``path`` with the allowed drivers and decode every block of every band, mask and overview.
+
+    A write that ran out of space can leave offsets pointing past the end of the file, or blocks
+    never written, and still close without an exception; reading everything back is the one check
+    that does not depend on GDAL having said so.
+    """
+    with DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False) as ds:
+        _read_blocks(ds)
+        levels = len(ds.overviews(1))
+    for level in range(levels):
+        with DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False, overview_level=level) as ds:
+            _read_blocks(ds)
+
+
+def _read_blocks(ds: DatasetReader) -> None:
+    block_height, block_width = ds.block_shapes[0]
+    per_pixel = sum(np.dtype(t).itemsize for t in ds.dtypes)
+    per_dataset_mask = MaskFlags.per_dataset in ds.mask_flag_enums[0]
+    row_bytes = per_pixel * ds.width * block_height
+    if row_bytes <= VERIFY_CHUNK_BYTES:  # whole rows of blocks, as many as fit in a chunk
+        columns, rows = ds.width, block_height * (VERIFY_CHUNK_BYTES // row_bytes)
+    else:  # a row of blocks wider than a chunk: some blocks of it at a time
+        columns = max(1, VERIFY_CHUNK_BYTES // (per_pixel * block_height * block_width)) * block_width
+        rows = block_height
+    for row in range(0, ds.height, rows):
+        for col in range(0, ds.width, columns):
+            window = Window(col, row, min(columns, ds.width - col), min(rows, ds.height - row))
+            ds.read(window=window)
+            if per_dataset_mask:
+                ds.read_masks(1, window=window)
 
 
 def _check_src_dst(ctx: OperationContext, src: str, dst: str) -> tuple[Path, Path]:
@@ -166,36 +302,16 @@ def _compression_options(
     return options
 
 
-@contextmanager
-def _atomic_output(dst_path: Path) -> Iterator[Path]:
-    """A temporary path beside ``dst_path``, renamed onto it (with its sidecars) only on success."""
-    tmp = dst_path.with_name(f".{dst_path.name}.partial-{secrets.token_hex(6)}.tif")
-    try:
-        yield tmp
-        os.replace(tmp, dst_path)
-    except BaseException:
-        _remove_with_sidecars(tmp)
-        raise
-    # A sidecar of the file we replaced (stale statistics, external overviews or mask) would be read
-    # as belonging to the new one; take the new file's sidecars where GDAL wrote any.
-    for suffix in (".aux.xml", ".ovr", ".msk"):
-        new, old = Path(f"{tmp}{suffix}"), Path(f"{dst_path}{suffix}")
-        if new.exists():
-            os.replace(new, old)
-        else:
-            old.unlink(missing_ok=True)
-
-
-def _remove_with_sidecars(tmp: Path) -> None:
-    for candidate in tmp.parent.iterdir():
-        if candidate.name.startswith(tmp.name):
-            candidate.unlink(missing_ok=True)
-
-
 def _write_error(
-    ctx: OperationContext, exc: Exception, src_path: Path, dst_path: Path, tmp: Path
-) -> RasterError:
+    ctx: OperationContext, exc: Exception, grant: Grant, src_path: Path, dst_path: Path, tmp: Path
+) -> LlmcError:
     dst_name = ctx.workspace.relative(dst_path)
+    if any(path.stat().st_size >= grant.max_bytes for path in family(tmp)):
+        return QuotaExceeded(
+            f"Writing '{dst_name}' was stopped at {grant.max_bytes:,} bytes, the most it may take: "
+            f"{grant.bound}. Nothing was written under '{dst_name}'.",
+            fix=grant.fix,
+        )
     text = translate_gdal_error(exc, ctx, tmp, shown=dst_name)
     return RasterError(
         f"Writing '{dst_name}' from '{ctx.workspace.relative(src_path)}' failed ({text}); "

@@ -1,0 +1,539 @@
+"""What llmc-mcp writes into a workspace: bounded by quotas, journaled while in flight, ledgered once done.
+
+Every raster an operation writes goes through three steps, all decided here, in the server:
+
+- :meth:`OutputLedger.begin` checks the quotas (bytes and files per session and per workspace) and a
+  free-space reserve, journals the hidden temporary name the write will use (durably, *before* the
+  file exists), creates the missing parent directories (journaled too), and grants a byte budget:
+  the least of what the session, the workspace and the disk (above the reserve) have left. The
+  worker writes under that budget as its file-size limit, so no single write can fill the disk.
+- :meth:`OutputLedger.commit` re-checks the quotas against the bytes really written (other sessions
+  may have written meanwhile), renames the temporary file and its GDAL sidecars onto ``dst``,
+  records the output in the ledger and drops the journal entry.
+- :meth:`OutputLedger.abort` (a failed write), :meth:`OutputLedger.discard_worker` (a worker killed
+  mid-write: its own cleanup never ran) and :meth:`OutputLedger.sweep` (at server start: what a
+  previous server process left) delete the temporary files and the directories the write created.
+
+Files, all under ``<workspace>/.llmc/outputs/``, each replaced atomically:
+
+- ``journal/<server>/<token>.json``: one per write in flight, ``<server>`` naming the server process
+  (pid and start time), so a sweep never touches the writes of another live server;
+- ``ledger.json``: every output llmc-mcp wrote that still exists: relative path, bytes (with its
+  sidecars), session, time, and the inode and mtime that identify it. Usage is summed over it; a
+  file deleted or replaced by someone else drops out of it when next looked at. It is the record a
+  future ``files.remove`` will consult: only files llmc-mcp wrote may be removed.
+
+Sessions of the stateless HTTP era (a fresh key per call) share one session quota, else a
+stateless client would never meet its limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import resource
+import secrets
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from llmc_mcp.errors import InvalidArgument, LlmcError
+from llmc_mcp.sessions import principal
+from llmc_mcp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from llmc_mcp.config import Settings
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk")
+"""Files GDAL may write beside a GeoTIFF that belong to it; moved (or removed) with it on commit."""
+
+
+class QuotaExceeded(LlmcError):
+    """A write would exceed an output quota or eat into the disk's free-space reserve."""
+
+    kind = "quota_exceeded"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits on what llmc-mcp writes; set by the ``--quota-*`` and ``--disk-reserve-mb`` flags."""
+
+    session_bytes: int = 2048 * MiB
+    session_files: int = 1000
+    workspace_bytes: int = 20 * 1024 * MiB
+    workspace_files: int = 10_000
+    reserve_bytes: int = 256 * MiB
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Quota:
+        return cls(
+            session_bytes=settings.quota_session_mb * MiB,
+            session_files=settings.quota_session_files,
+            workspace_bytes=settings.quota_workspace_mb * MiB,
+            workspace_files=settings.quota_workspace_files,
+            reserve_bytes=settings.disk_reserve_mb * MiB,
+        )
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Permission for one write: the temporary file to write and the most bytes any file may take."""
+
+    token: str
+    tmp: str
+    """Workspace-relative name of the hidden temporary file, beside ``dst``."""
+    dst: str
+    max_bytes: int
+    bound: str
+    """Which limit sets ``max_bytes``, as a phrase for an error message."""
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Grant:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    """One file llmc-mcp wrote, as the ledger keeps it."""
+
+    path: str
+    bytes: int
+    session: str
+    written_at: str
+    inode: int
+    mtime_ns: int
+
+
+class OutputGuard(Protocol):
+    """How operation code asks for, and hands back, permission to write one output."""
+
+    def begin(self, dst: str) -> Grant: ...
+
+    def limit(self, grant: Grant) -> AbstractContextManager[None]:
+        """While the write runs: no file may grow past ``grant.max_bytes``, where the process allows it."""
+        ...
+
+    def commit(self, grant: Grant) -> None: ...
+
+    def abort(self, grant: Grant) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Usage:
+    bytes: int
+    files: int
+
+
+class OutputLedger:
+    """The quotas, journal and ledger of one workspace, for one server process; thread-safe."""
+
+    def __init__(self, workspace: Workspace, quota: Quota | None = None):
+        self.workspace = workspace
+        self.quota = quota or Quota()
+        self.dir = workspace.root / ".llmc" / "outputs"
+        self.owner = _process_identity(os.getpid())
+        self._journal = self.dir / "journal" / self.owner
+        self._ledger = self.dir / "ledger.json"
+        self._lock = threading.RLock()
+        self._pending: dict[str, dict[str, Any]] = {}
+
+    # -------------------------------------------------------------------------------------- writing
+
+    def begin(self, session: str, dst: str) -> Grant:
+        """Grant one write of ``dst`` to ``session``, or raise :class:`QuotaExceeded`."""
+        path = self.workspace.output_path(dst, argument="dst")
+        rel = self.workspace.relative(path)
+        account = _account(session)
+        with self._locked():
+            records = self._load()
+            replaced = records.get(rel)
+            in_flight = self._in_flight_bytes()
+            session_use = _usage(r for r in records.values() if r.session == account)
+            workspace_use = _usage(records.values())
+            # Overwriting an output frees its bytes and adds no file.
+            freed = replaced.bytes if replaced is not None else 0
+            mine = freed if replaced is not None and replaced.session == account else 0
+            new_file = 0 if replaced is not None else 1
+            self._check_files(session_use.files + new_file, workspace_use.files + new_file, rel)
+            limits = [
+                (self.quota.session_bytes - session_use.bytes + mine, self._session_bytes_text(session_use)),
+                (
+                    self.quota.workspace_bytes - workspace_use.bytes - in_flight + freed,
+                    self._workspace_bytes_text(workspace_use),
+                ),
+                (self._disk_free() - self.quota.reserve_bytes, self._reserve_text()),
+            ]
+            max_bytes, (bound, fix) = min(limits, key=lambda limit: limit[0])
+            if max_bytes <= 0:
+                raise QuotaExceeded(f"Writing '{rel}' was refused: {bound}. Nothing was written.", fix=fix)
+            token = secrets.token_hex(6)
+            tmp = path.with_name(f".{path.name}.partial-{token}.tif")
+            dirs = self.workspace.missing_parents(path)
+            entry = {
+                "token": token,
+                "worker": session,
+                "tmp": self.workspace.relative(tmp),
+                "dst": rel,
+                "dirs": [self.workspace.relative(d) for d in dirs],
+                "started_at": _now(),
+            }
+            _write_json(self._journal / f"{token}.json", entry)
+            self._pending[token] = entry
+        try:
+            self.workspace.make_dirs(dirs)
+        except BaseException:
+            self._discard(entry)
+            raise
+        return Grant(token, entry["tmp"], rel, max_bytes, bound, fix)
+
+    def commit(self, session: str, token: str) -> OutputRecord:
+        """Re-check the quotas with the bytes written, then move the temporary file onto ``dst``.
+
+        Refused (:class:`QuotaExceeded`), the temporary file is deleted and ``dst`` is untouched.
+        """
+        entry = self._entry(session, token)
+        tmp, dst = self.workspace.root / entry["tmp"], self.workspace.root / entry["dst"]
+        account = _account(session)
+        with self._locked():
+            try:
+                if not tmp.is_file():
+                    raise InvalidArgument(f"The temporary file of '{entry['dst']}' is missing.")
+                size = sum(p.stat().st_size for p in family(tmp))
+                records = self._load()
+                replaced = records.get(entry["dst"])
+                freed = replaced.bytes if replaced is not None else 0
+                mine = freed if replaced is not None and replaced.session == account else 0
+                session_use = _usage(r for r in records.values() if r.session == account)
+                workspace_use = _usage(records.values())
+                if session_use.bytes - mine + size > self.quota.session_bytes:
+                    bound, fix = self._session_bytes_text(session_use)
+                    raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
+                if workspace_use.bytes - freed + size > self.quota.workspace_bytes:
+                    bound, fix = self._workspace_bytes_text(workspace_use)
+                    raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
+                _move_into_place(tmp, dst)
+            except BaseException:
+                self._discard(entry)
+                raise
+            stat = dst.stat()
+            record = OutputRecord(entry["dst"], size, account, _now(), stat.st_ino, stat.st_mtime_ns)
+            records[record.path] = record
+            self._save(records)
+            self._forget(entry)
+        return record
+
+    def abort(self, session: str, token: str) -> None:
+        """A write failed: delete what it left and the directories it created."""
+        entry = self._pending.get(token)
+        if entry is not None and entry["worker"] == session:
+            self._discard(entry)
+
+    def discard_worker(self, session: str) -> int:
+        """A session's worker is gone: clean up after every write it had in flight. Returns how many."""
+        with self._lock:
+            entries = [e for e in self._pending.values() if e["worker"] == session]
+        for entry in entries:
+            self._discard(entry)
+        return len(entries)
+
+    def sweep(self) -> int:
+        """Clean up after the writes in flight of server processes that are gone. Returns how many."""
+        journals = self.dir / "journal"
+        if not journals.is_dir():
+            return 0
+        swept = 0
+        for folder in journals.iterdir():
+            if folder.name == self.owner or _alive(folder.name):
+                continue
+            for path in folder.glob("*.json"):
+                try:
+                    entry = json.loads(path.read_text())
+                    self._cleanup(entry)
+                    swept += 1
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    log.warning("output journal entry %s unreadable (%s); removed", path.name, exc)
+                path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if swept:
+            log.warning("removed the temporary files of %d writes a previous server left unfinished", swept)
+        return swept
+
+    # ------------------------------------------------------------------------------------ observing
+
+    def outputs(self) -> dict[str, OutputRecord]:
+        """Every output llmc-mcp wrote that still exists, by workspace-relative path."""
+        with self._lock:
+            return self._load()
+
+    # ------------------------------------------------------------------------------------ internals
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One at a time: this process's threads, and other server processes on the same workspace."""
+        with self._lock:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.dir / "ledger.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+    def _entry(self, session: str, token: str) -> dict[str, Any]:
+        entry = self._pending.get(token)
+        if entry is None or entry["worker"] != session:
+            raise InvalidArgument("Unknown or expired output grant.", fix="Run the operation again.")
+        return entry
+
+    def _discard(self, entry: Mapping[str, Any]) -> None:
+        with self._lock:
+            others = [e for e in self._pending.values() if e is not entry]
+            busy = {Path(e["tmp"]).parent for e in others}
+            self._cleanup(entry, keep=busy)
+            self._forget(entry)
+
+    def _cleanup(self, entry: Mapping[str, Any], keep: Iterable[Path] = ()) -> None:
+        """Delete the temporary file and its sidecars, then the directories the write created."""
+        tmp = self.workspace.root / entry["tmp"]
+        if not tmp.resolve().is_relative_to(self.workspace.root):
+            return
+        for path in family(tmp):
+            path.unlink(missing_ok=True)
+        for name in reversed(entry.get("dirs", [])):
+            if any(Path(name) == busy or Path(name) in busy.parents for busy in keep):
+                break
+            try:
+                (self.workspace.root / name).rmdir()
+            except OSError:
+                break  # not empty (another write uses it) or already gone
+
+    def _forget(self, entry: Mapping[str, Any]) -> None:
+        self._pending.pop(entry["token"], None)
+        (self._journal / f"{entry['token']}.json").unlink(missing_ok=True)
+
+    def _in_flight_bytes(self) -> int:
+        total = 0
+        for entry in self._pending.values():
+            with contextlib.suppress(OSError):
+                total += sum(p.stat().st_size for p in family(self.workspace.root / entry["tmp"]))
+        return total
+
+    def _load(self) -> dict[str, OutputRecord]:
+        """The ledger, without outputs that are gone or that someone else has replaced since."""
+        try:
+            raw = json.loads(self._ledger.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.error("output ledger unreadable (%s); starting a new one", exc)
+            return {}
+        records: dict[str, OutputRecord] = {}
+        for item in raw.get("outputs", []):
+            try:
+                record = OutputRecord(**item)
+                stat = (self.workspace.root / record.path).stat()
+            except (OSError, TypeError):
+                continue
+            if stat.st_ino == record.inode and stat.st_mtime_ns == record.mtime_ns:
+                records[record.path] = record
+        return records
+
+    def _save(self, records: Mapping[str, OutputRecord]) -> None:
+        _write_json(self._ledger, {"version": 1, "outputs": [asdict(r) for r in records.values()]})
+
+    def _check_files(self, session_files: int, workspace_files: int, rel: str) -> None:
+        if session_files > self.quota.session_files:
+            raise QuotaExceeded(
+                f"Writing '{rel}' was refused: this session already wrote {session_files - 1} files, its "
+                f"quota (--quota-session-files {self.quota.session_files}). Nothing was written.",
+                fix="Overwrite earlier outputs instead of writing new names, or ask the user to delete "
+                "outputs or raise --quota-session-files.",
+            )
+        if workspace_files > self.quota.workspace_files:
+            raise QuotaExceeded(
+                f"Writing '{rel}' was refused: llmc-mcp outputs in this workspace number "
+                f"{workspace_files - 1}, its quota (--quota-workspace-files {self.quota.workspace_files}). "
+                "Nothing was written.",
+                fix="Overwrite earlier outputs instead of writing new names, or ask the user to delete "
+                "outputs or raise --quota-workspace-files.",
+            )
+
+    def _session_bytes_text(self, use: _Usage) -> tuple[str, str]:
+        return (
+            f"this session's output quota is {_size(self.quota.session_bytes)} (--quota-session-mb "
+            f"{self.quota.session_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
+            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier outputs instead of "
+            "writing new names, or ask the user to delete outputs or raise --quota-session-mb.",
+        )
+
+    def _workspace_bytes_text(self, use: _Usage) -> tuple[str, str]:
+        return (
+            f"the workspace's output quota is {_size(self.quota.workspace_bytes)} (--quota-workspace-mb "
+            f"{self.quota.workspace_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
+            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier outputs instead of "
+            "writing new names, or ask the user to delete outputs or raise --quota-workspace-mb.",
+        )
+
+    def _reserve_text(self) -> tuple[str, str]:
+        return (
+            f"the disk has {_size(self._disk_free())} free and {_size(self.quota.reserve_bytes)} are kept "
+            f"free for the server's own records (--disk-reserve-mb {self.quota.reserve_bytes // MiB})",
+            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), or ask the user to free disk space.",
+        )
+
+    def _disk_free(self) -> int:
+        stat = os.statvfs(self.workspace.root)
+        return stat.f_bavail * stat.f_frsize
+
+
+class LocalOutputs:
+    """An :class:`OutputGuard` for operations run in this process: the ledger itself, for one session."""
+
+    def __init__(self, ledger: OutputLedger, session: str = "local"):
+        self.ledger = ledger
+        self.session = session
+
+    def begin(self, dst: str) -> Grant:
+        return self.ledger.begin(self.session, dst)
+
+    def limit(self, grant: Grant) -> AbstractContextManager[None]:
+        # A file-size limit is per process: here it would also bound the server's own writes (the
+        # store) and other threads' operations. The commit's re-check bounds what is kept.
+        return contextlib.nullcontext()
+
+    def commit(self, grant: Grant) -> None:
+        self.ledger.commit(self.session, grant.token)
+
+    def abort(self, grant: Grant) -> None:
+        self.ledger.abort(self.session, grant.token)
+
+
+class RemoteOutputs:
+    """An :class:`OutputGuard` for a worker: every step is decided by the server, over the channel."""
+
+    def __init__(self, host: Any):
+        self._host = host
+
+    def begin(self, dst: str) -> Grant:
+        return Grant.from_dict(self._host.request("outputs.begin", {"dst": dst}))
+
+    @contextlib.contextmanager
+    def limit(self, grant: Grant) -> Iterator[None]:
+        """RLIMIT_FSIZE at the grant's budget (never above the worker's own limit), restored after.
+
+        The worker ignores SIGXFSZ, so a write past the budget fails with EFBIG instead of killing it.
+        """
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        cap = grant.max_bytes if soft == resource.RLIM_INFINITY else min(grant.max_bytes, soft)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, hard))
+        try:
+            yield
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+    def commit(self, grant: Grant) -> None:
+        self._host.request("outputs.commit", {"token": grant.token})
+
+    def abort(self, grant: Grant) -> None:
+        self._host.request("outputs.abort", {"token": grant.token})
+
+
+def family(tmp: Path) -> list[Path]:
+    """The temporary file and everything GDAL wrote beside it under its name (sidecars, COG temps)."""
+    try:
+        entries = list(os.scandir(tmp.parent))
+    except FileNotFoundError:
+        return []
+    return [Path(e.path) for e in entries if e.name.startswith(tmp.name) and e.is_file(follow_symlinks=False)]
+
+
+def _move_into_place(tmp: Path, dst: Path) -> None:
+    """Rename ``tmp`` onto ``dst``, then give ``dst`` the new file's sidecars.
+
+    A sidecar of the file replaced (stale statistics, external overviews or mask) would be read as
+    belonging to the new one: each is replaced by the new file's, or removed where GDAL wrote none.
+    """
+    os.replace(tmp, dst)
+    for suffix in SIDECAR_SUFFIXES:
+        new, old = Path(f"{tmp}{suffix}"), Path(f"{dst}{suffix}")
+        if new.exists():
+            os.replace(new, old)
+        else:
+            old.unlink(missing_ok=True)
+    for leftover in family(tmp):
+        leftover.unlink(missing_ok=True)
+
+
+def _account(session: str) -> str:
+    """Whose quota a write counts against: its session, or every stateless caller alike."""
+    return principal(session) or session
+
+
+def _usage(records: Iterable[OutputRecord]) -> _Usage:
+    total = files = 0
+    for record in records:
+        total += record.bytes
+        files += 1
+    return _Usage(total, files)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write ``path`` atomically and durably: temp file, fsync, rename, directory fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _process_identity(pid: int) -> str:
+    """``<pid>-<start time>``: names a process uniquely across pid reuse (start time in clock ticks)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return f"{pid}-0"
+    return f"{pid}-{stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _alive(owner: str) -> bool:
+    pid, _, _ = owner.partition("-")
+    if not pid.isdigit():
+        return False
+    return _process_identity(int(pid)) == owner
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
