@@ -128,8 +128,8 @@ class SessionBudget:
                 raise CrsError(
                     "Too many new CRS definitions from this session in a short time; identifying each "
                     "one costs the server work shared with other sessions.",
-                    fix="Pass EPSG codes ('EPSG:32633'), or reuse a definition you already used; "
-                    f"a new one is accepted every {1 / self.rate:g} s.",
+                    fix="Pass EPSG codes ('EPSG:32633'), or reuse a definition you already used"
+                    + (f"; a new one is accepted every {1 / self.rate:g} s." if self.rate > 0 else "."),
                 )
             self._buckets[session] = (tokens - 1, now)
             while len(self._buckets) > _CACHE_SIZE:
