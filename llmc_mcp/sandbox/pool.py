@@ -247,9 +247,11 @@ class WorkerPool:
                 await self._discard(key)
                 return _limit_failure(
                     "Timeout",
-                    f"The code ran longer than the {self.settings.exec_timeout:g} s limit and was stopped. "
-                    "The session was reset: variables from earlier calls are gone.",
-                    "Make the work smaller (windows, approx=True, fewer files) or split it across calls.",
+                    f"The call ran longer than the {self.settings.exec_timeout:g} s limit (--exec-timeout) "
+                    "and was stopped; nothing was written. The session was reset: variables from earlier "
+                    "calls are gone.",
+                    "Make the work smaller (windows, approx=True, fewer files) or split it across calls; "
+                    "the server's operator can raise --exec-timeout.",
                 )
             except (ChannelClosed, ProtocolError) as exc:
                 returncode = await self._discard(key, grace=EXIT_GRACE)
