@@ -1,7 +1,10 @@
-"""The package builds as a wheel that installs into a fresh virtual environment with plain pip."""
+"""The package builds as a wheel that installs into a fresh virtual environment with plain pip, and the
+README's first command works, as written, in a fresh clone."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,3 +75,75 @@ def test_the_installed_demo_runs_from_the_wheel_alone(installed: Path, tmp_path:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "persist + retry" in out.stdout and '"epsg": 4326' in out.stdout
+
+
+def readme_first_command() -> str:
+    """The first command of the README's "Two commands" block, exactly as a newcomer would paste it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert block, "the README's 'Two commands' section has no bash block"
+    commands = [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+    return commands[0]
+
+
+def fresh_clone(destination: Path) -> Path:
+    """What a clone of the checkout holds, without going through a commit.
+
+    The files git tracks, plus new files not ignored (work not yet committed; none in CI), copied as
+    they are in the working tree: ``git clone`` of HEAD would miss uncommitted changes, and a copy of
+    the directory would carry ``.venv``, ``*.egg-info`` and ``build/``, which hide packaging mistakes.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file() or source.is_symlink():  # a tracked file deleted in the work tree is skipped
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+    return destination
+
+
+def newcomer_env(home: Path) -> dict[str, str]:
+    """The environment of a shell outside any virtualenv: this suite's venv off PATH, no PYTHONPATH."""
+    ours = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != ours)
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**env, "PATH": path, "HOME": str(home), "PIP_NO_INPUT": "1"}
+
+
+def test_the_readmes_first_command_runs_the_demo_in_a_fresh_clone(tmp_path: Path) -> None:
+    """Guards against a README whose first command fails on a newcomer's machine.
+
+    Once it ended in ``ModuleNotFoundError: llmc_mcp.stubs_templates``: the demo started
+    ``python -m llmc_mcp`` in the clone, whose source tree shadowed the installed wheel. The command is
+    read from the README (so editing it re-runs this test on the new text) and run with ``bash`` in a
+    copy of the checkout, installing non-editable into a new ``.venv`` with whatever ``python3`` is on
+    PATH. Takes a minute or two: pip installs every dependency (from its cache or index).
+    """
+    command = readme_first_command()
+    assert "llmc-mcp demo" in command and "pip install" in command, command
+    clone = fresh_clone(tmp_path / "llmc-mcp")
+    home = tmp_path / "home"
+    home.mkdir()
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", command],
+        cwd=clone,
+        env=newcomer_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, f"$ {command}\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
+    assert "persist + retry" in out.stdout and '"epsg": 4326' in out.stdout, out.stdout[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-4000:]
+    alarming = [line for line in out.stderr.splitlines() if re.search(r"error|warning|deprecat", line, re.I)]
+    assert alarming == [], "the install or the demo printed warnings:\n" + "\n".join(alarming)
+    installed = clone / ".venv" / "lib"
+    assert not list(installed.glob("python3*/site-packages/__editable__*")), "the install was editable"
