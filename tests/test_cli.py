@@ -103,8 +103,8 @@ def test_justifications_of_an_empty_workspace_say_so(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_each_help_fits_on_one_screen(command: str) -> None:
-    """Guards against help texts growing past what a terminal shows without scrolling."""
-    out = run(*([command] if command else []), "--help")
+    """Guards against help texts growing past what a terminal shows without scrolling (80 x 40)."""
+    out = run(*([command] if command else []), "--help", env={**os.environ, "COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert 3 <= len(lines) <= SCREEN_LINES, f"{len(lines)} lines:\n{out.stdout}"

@@ -16,6 +16,14 @@ from typing import NoReturn
 from llmc_mcp import __version__
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_ENV = "[env]"
+"""Marks a flag that ``LLMC_MCP_<FLAG>`` may also set, once per flag instead of spelling the variable out:
+every help text must fit a screen (40 lines)."""
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """Help with each flag and its text on one line where the terminal allows (a screen, not a scroll)."""
+    return argparse.HelpFormatter(prog, max_help_position=30)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,24 +35,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llmc-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="Run the MCP server (stdio by default).")
+    serve = commands.add_parser(
+        "serve",
+        help="Run the MCP server (stdio by default).",
+        usage="%(prog)s [options]",
+        description=f"Run the MCP server. A flag marked {_ENV} may also be set as LLMC_MCP_<FLAG> "
+        "(--exec-timeout: LLMC_MCP_EXEC_TIMEOUT); the flag wins over the variable.",
+        formatter_class=_formatter,
+    )
     serve.add_argument(
         "--mode",
         choices=("code", "classic"),
         default=None,
-        help="code (default): 00_INIT, read_stubs, execute_code. classic: one tool per operation. "
-        "Env: LLMC_MCP_MODE.",
+        help=f"code (default): 00_INIT, read_stubs, execute_code; classic: a tool per operation. {_ENV}",
     )
     serve.add_argument(
         "--workspace",
         type=Path,
         default=None,
-        help="Existing directory all paths are confined to (default: current dir). Env: LLMC_MCP_WORKSPACE.",
+        metavar="DIR",
+        help=f"Existing directory all paths are confined to (default: current dir). {_ENV}",
     )
     serve.add_argument(
-        "--create-workspace",
-        action="store_true",
-        help="Create the workspace directory if it does not exist (otherwise that is an error).",
+        "--create-workspace", action="store_true", help="Create the workspace if it does not exist."
     )
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP."
@@ -56,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=_LOG_LEVELS,
         default="WARNING",
         type=str.upper,
-        help="Log level on stderr (default WARNING).",
+        metavar="LEVEL",
+        help=f"Log level on stderr: {', '.join(_LOG_LEVELS)} (default WARNING).",
     )
     _add_limit_flags(serve)
     _add_quota_flags(serve)
@@ -91,28 +105,28 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Wall-time limit of one execute_code call (default 30). Env: LLMC_MCP_EXEC_TIMEOUT.",
+        help=f"Wall-time limit of one execute_code call (default 30). {_ENV}",
     )
     parser.add_argument(
         "--idle-ttl",
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Reap a session's worker after this long idle (default 900). Env: LLMC_MCP_IDLE_TTL.",
+        help=f"Reap a session's worker after this long idle (default 900). {_ENV}",
     )
     parser.add_argument(
         "--max-workers",
         type=int,
         default=None,
         metavar="N",
-        help="Code-mode sessions (workers) alive at once (default 32). Env: LLMC_MCP_MAX_WORKERS.",
+        help=f"Code-mode sessions (workers) alive at once (default 32). {_ENV}",
     )
     parser.add_argument(
         "--memory-mb",
         type=int,
         default=None,
         metavar="MIB",
-        help="Memory limit of a code-mode worker (default 2048). Env: LLMC_MCP_MEMORY_MB.",
+        help=f"Memory limit of a code-mode worker (default 2048). {_ENV}",
     )
 
 
@@ -132,7 +146,7 @@ def _add_quota_flags(parser: argparse.ArgumentParser) -> None:
             type=int,
             default=None,
             metavar=metavar,
-            help=f"{text} Env: LLMC_MCP_{name.upper()}.",
+            help=f"{text} {_ENV}",
         )
 
 
