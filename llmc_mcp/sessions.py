@@ -19,12 +19,23 @@ STATELESS_PREFIX = "stateless-"
 """Session keys of one-call workers for requests that carry no session (stateless HTTP)."""
 
 
-def principal(session: str | None) -> str | None:
-    """Whom a reflection hint is bound to: its session, or every stateless caller alike.
+CONNECTION_PREFIX = "conn-"
+"""Session keys of connections that enter the server's lifespan: stdio (one host per process)."""
 
-    A request of the stateless protocol era carries no identity, so two of its calls (the miss, then
-    the persist) can only be tied together as "some stateless caller"; sessions never share hints.
+
+def principal(session: str | None) -> str | None:
+    """Whom a reflection hint is bound to, in terms that mean the same in every server process.
+
+    An HTTP session is its own principal: several clients share one HTTP server, and one must not
+    answer (or overwrite) another's hints. A stdio server has exactly one client, the host that
+    started it, which may start a new server per call (langchain-mcp-adapters does): all its
+    connections are the one principal "local". A request of the stateless protocol era carries no
+    identity, so its calls can only be tied together as "some stateless caller".
     """
     if session is None:
         return None
-    return "stateless" if session.startswith(STATELESS_PREFIX) else session
+    if session.startswith(STATELESS_PREFIX):
+        return "stateless"
+    if session.startswith(CONNECTION_PREFIX):
+        return "local"
+    return session

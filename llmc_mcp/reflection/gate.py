@@ -5,7 +5,8 @@ looks each up in the store under its own key, and returns a hint for every
 miss. :meth:`Gate.require` raises :class:`ReflectionRequired` carrying all
 missing hints at once, so an agent fixes everything in one round trip.
 
-:meth:`Gate.persist` accepts a justification only for a hash this gate issued:
+:meth:`Gate.persist` accepts a justification only for a hash a gate of this
+workspace issued to the same principal (:mod:`llmc_mcp.reflection.pending`):
 the record's decision args come from the issued hint, not from the caller, so
 a justification is always tied to a real decision that was actually asked for.
 """
@@ -14,26 +15,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
+from llmc_mcp.reflection.pending import PendingHints
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import validate_justification
-from llmc_mcp.reflection.specs import Decision
+from llmc_mcp.reflection.specs import DOMAINS, Decision
 from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
 from llmc_mcp.sessions import principal
 
 if TYPE_CHECKING:
     from llmc_mcp.operations.catalog import Operation
-
-ISSUED_LIMIT = 10_000
-"""How many issued-but-unpersisted hints are remembered; the oldest are forgotten first."""
-
 
 class Hint(BaseModel):
     """What an agent needs to justify one decision: machine-readable, with the prompt inline."""
@@ -92,9 +88,7 @@ class Gate:
         self.store = store
         self.prompts = prompts
         self.next_action = next_action
-        self._issued: OrderedDict[str, tuple[Hint, Decision, set[str | None]]] = OrderedDict()
-        """Pending hints by key, with the principals (:func:`~llmc_mcp.sessions.principal`) they went to."""
-        self._lock = threading.Lock()
+        self.pending = PendingHints(store)
 
     def key(self, decision: Decision) -> str:
         return cache_key(decision.domain, self.prompts.get(decision.prompt).hash, decision.args)
@@ -118,7 +112,8 @@ class Gate:
                 prompt_text=template.render(decision.args),
                 operation=op.qualname,
             )
-            self._remember(hint, decision, principal(session))
+            content = {"hint": hint.model_dump(), "args": decision.args, "subject": decision.subject}
+            self.pending.issue(decision.domain, key, content, principal(session))
             hints.append(hint)
         return hints
 
@@ -136,16 +131,15 @@ class Gate:
         reasoning stays, whoever asks), and a hint is consumed by the persist that answers it.
         """
         key, domain = check_key(hash), check_domain(domain)
-        with self._lock:
-            issued = self._issued.get(key)
-        if issued is None or principal(session) not in issued[2]:
+        issued = self._issued(key, principal(session))
+        if issued is None:
             # Another session's hint is reported exactly like an unknown one: nothing is learnt.
             raise NotFound(
                 f"The hash {key} was not issued to this session by this server (or it has expired, "
                 "or was already answered).",
                 fix="Run the operation again to receive a fresh hint, then persist with its hash.",
             )
-        hint, decision, _owner = issued
+        hint, decision = issued
         if hint.domain != domain:
             raise InvalidArgument(
                 f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
@@ -165,20 +159,21 @@ class Gate:
                 )
             )
         except RecordExists:
-            self._forget(key)
+            self.pending.consume(hint.domain, key)
             raise
-        self._forget(key)
+        self.pending.consume(hint.domain, key)
         return PersistResult(hash=key, domain=domain, operation=hint.operation, prompt=hint.prompt)
 
-    def _forget(self, key: str) -> None:
-        with self._lock:
-            self._issued.pop(key, None)
+    def _issued(self, key: str, owner: str | None) -> tuple[Hint, Decision] | None:
+        """The hint issued for ``key`` to ``owner`` and its decision, whichever domain it is filed in.
 
-    def _remember(self, hint: Hint, decision: Decision, owner: str | None) -> None:
-        with self._lock:
-            owners = self._issued[hint.hash][2] if hint.hash in self._issued else set()
-            owners.add(owner)
-            self._issued[hint.hash] = (hint, decision, owners)
-            self._issued.move_to_end(hint.hash)
-            while len(self._issued) > ISSUED_LIMIT:
-                self._issued.popitem(last=False)
+        The hint's own domain is found before the caller's ``domain`` is checked, so a wrong domain
+        gets the helpful "belongs to domain X" answer rather than "not issued".
+        """
+        for domain in sorted(DOMAINS):
+            content = self.pending.find(domain, key, owner)
+            if content is not None:
+                hint = Hint.model_validate(content["hint"])
+                decision = Decision(hint.domain, hint.prompt, dict(content["args"]), str(content["subject"]))
+                return hint, decision
+        return None

@@ -135,7 +135,7 @@ class JustificationStore:
                         f"{existing.created_at}); a record is never replaced.",
                         fix="Nothing to persist: run the operation again, it will proceed.",
                     )
-                _atomic_write(path, data)
+                atomic_write(path, data)
         except OSError as exc:
             raise StoreError(
                 f"Could not write the justification store ({_os_reason(exc)}).",
@@ -175,8 +175,15 @@ class JustificationStore:
         return record
 
     def _sign(self, record: Record) -> str:
-        mac = hmac.new(self._key(), record.payload(), hashlib.sha256).hexdigest()
+        return self.sign_bytes(record.payload())
+
+    def sign_bytes(self, payload: bytes) -> str:
+        """``hmac-sha256:<hex>`` of ``payload`` under the store's key (records, pending hints)."""
+        mac = hmac.new(self._key(), payload, hashlib.sha256).hexdigest()
         return f"hmac-sha256:{mac}"
+
+    def verify_bytes(self, payload: bytes, digest: str) -> bool:
+        return hmac.compare_digest(digest, self.sign_bytes(payload))
 
     def _key(self) -> bytes:
         if self._secret is None:
@@ -290,7 +297,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

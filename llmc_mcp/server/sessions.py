@@ -19,14 +19,14 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from llmc_mcp.sandbox.pool import WorkerPool
-from llmc_mcp.sessions import STATELESS_PREFIX
+from llmc_mcp.sessions import CONNECTION_PREFIX, STATELESS_PREFIX
 
 
 @dataclass
 class SessionScope:
     """One per connection (lifespan entry); its key names the session's worker."""
 
-    key: str = field(default_factory=lambda: "conn-" + secrets.token_hex(8))
+    key: str = field(default_factory=lambda: CONNECTION_PREFIX + secrets.token_hex(8))
 
 
 def worker_lifespan(pool: WorkerPool) -> Callable[[MCPServer], Any]:
