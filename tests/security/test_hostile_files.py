@@ -279,11 +279,15 @@ def statistics(value: Any) -> Iterator[float]:
             yield from statistics(item)
 
 
-def judge(world: World, case: Case, ok: bool, error: dict[str, Any] | None, answer: str, data: Any) -> None:
+def judge(
+    world: World, case: Case, ok: bool, error: dict[str, Any] | None, answer: str, data: Any, sent: int
+) -> None:
+    """``sent``: how many requests the sink had seen before the call."""
     for secret in SECRETS:
         assert secret not in answer, f"{case.id}: {secret} reached the agent"
     assert SECRET_PIXEL not in set(statistics(data)), f"{case.id}: pixels of the raster outside were read"
-    assert world.sink.requests == [], f"{case.id}: GDAL made HTTP requests {world.sink.requests}"
+    made = world.sink.requests[sent:]
+    assert made == [], f"{case.id}: GDAL made HTTP requests {made}"
     if case.names is None:
         return  # the only door was a driver that is not registered: opening it fails, nothing leaks
     assert not ok, f"{case.id}: accepted: {answer[:300]}"
@@ -311,9 +315,10 @@ async def test_code_mode_refuses_the_hostile_raster(
         "stats": f"raster.stats({src!r}, approx=True)",
         "convert": f"raster.convert({src!r}, 'out/{case.id}.tif')",
     }[operation]
+    sent = len(world.sink.requests)
     result = await code_client.call_tool("execute_code", {"code": code, "reset": True})
     data = structured(result)
-    judge(world, case, bool(data.get("ok")), data.get("error"), text(result) + json.dumps(data), data)
+    judge(world, case, bool(data.get("ok")), data.get("error"), text(result) + json.dumps(data), data, sent)
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
@@ -329,10 +334,11 @@ async def test_classic_mode_refuses_the_hostile_raster(
         "stats": ("raster_stats", {"path": src, "approx": True}),
         "convert": ("raster_convert", {"src": src, "dst": f"out/classic-{case.id}.tif"}),
     }[operation]
+    sent = len(world.sink.requests)
     result = await classic_client.call_tool(tool, args)
     data = result.structured_content or {}
     error = data.get("error", data) if result.is_error else None
-    judge(world, case, not result.is_error, error, text(result) + json.dumps(data), data)
+    judge(world, case, not result.is_error, error, text(result) + json.dumps(data), data, sent)
 
 
 async def test_a_clean_raster_beside_the_hostile_ones_still_works(code_client: Client, world: World) -> None:
