@@ -145,7 +145,7 @@ def lay_out(workspace: Path, outside: Path, sink: Sink) -> World:
     """Every hostile raster in a folder of its own (a link out refuses its whole folder)."""
     outside.mkdir(parents=True, exist_ok=True)
     (outside / "secret.txt").write_text(f"{OUTSIDE_SECRET}\n")
-    write_raster(outside / "secret.tif", value=int(SECRET_PIXEL))
+    write_raster(outside / "secret.tif", value=int(SECRET_PIXEL), size=32)  # the size of an overview
     shutil.copy(DATA / "RGB.byte.tif", workspace / "RGB.byte.tif")
     key = key_path(workspace)
     key.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
