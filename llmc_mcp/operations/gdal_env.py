@@ -77,7 +77,7 @@ READ_DRIVERS: tuple[str, ...] = tuple(name for name in _READ if name in _PRESENT
 (MEM::: opens raw pointers) or a network driver (WMS, WCS, HTTP, ...)."""
 
 _NETWORK_OFF: dict[str, str] = {
-    # A suffix no URL has: /vsicurl/ and friends refuse every file.
+    # /vsicurl/ and friends refuse URLs without this suffix; any URL can end with it, hence the proxy.
     "CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".llmc-network-disabled",
     "GDAL_HTTP_MAX_RETRY": "0",
     "GDAL_HTTP_TIMEOUT": "1",
@@ -86,7 +86,7 @@ _NETWORK_OFF: dict[str, str] = {
     "CPL_VSIL_CURL_USE_HEAD": "NO",
     "AWS_NO_SIGN_REQUEST": "YES",
     "PROJ_NETWORK": "OFF",
-    # A suffix is no allowlist (any URL can end with it): every request goes to a port nobody serves.
+    # Every request curl makes goes to a port nobody serves.
     "GDAL_HTTP_PROXY": "http://127.0.0.1:9",
     "GDAL_HTTPS_PROXY": "http://127.0.0.1:9",
 }
@@ -129,7 +129,7 @@ def unexpected_drivers() -> list[str]:
 
 def disable_network() -> None:
     """Switch PROJ grid downloads, GDAL network access and every driver beyond the allowlist off for
-    the whole process (the server runs GDAL itself for some requests; workers come here too)."""
+    the whole process: a worker, or the server, which also runs operations in-process (CLI, tests)."""
     pyproj.network.set_network_enabled(False)
     # GDAL's own PROJ contexts are created lazily and read PROJ_NETWORK from the environment.
     os.environ["PROJ_NETWORK"] = "OFF"
