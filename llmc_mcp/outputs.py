@@ -36,6 +36,7 @@ import logging
 import os
 import resource
 import secrets
+import signal
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -118,12 +119,19 @@ class OutputRecord:
     mtime_ns: int
 
 
+@dataclass
+class WriteLimit:
+    """What :meth:`OutputGuard.limit` saw: whether a write ran into the grant's budget."""
+
+    reached: bool = False
+
+
 class OutputGuard(Protocol):
     """How operation code asks for, and hands back, permission to write one output."""
 
     def begin(self, dst: str) -> Grant: ...
 
-    def limit(self, grant: Grant) -> AbstractContextManager[None]:
+    def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
         """While the write runs: no file may grow past ``grant.max_bytes``, where the process allows it."""
         ...
 
@@ -411,10 +419,10 @@ class LocalOutputs:
     def begin(self, dst: str) -> Grant:
         return self.ledger.begin(self.session, dst)
 
-    def limit(self, grant: Grant) -> AbstractContextManager[None]:
+    def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
         # A file-size limit is per process: here it would also bound the server's own writes (the
         # store) and other threads' operations. The commit's re-check bounds what is kept.
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(WriteLimit())
 
     def commit(self, grant: Grant) -> None:
         self.ledger.commit(self.session, grant.token)
@@ -433,18 +441,26 @@ class RemoteOutputs:
         return Grant.from_dict(self._host.request("outputs.begin", {"dst": dst}))
 
     @contextlib.contextmanager
-    def limit(self, grant: Grant) -> Iterator[None]:
+    def limit(self, grant: Grant) -> Iterator[WriteLimit]:
         """RLIMIT_FSIZE at the grant's budget (never above the worker's own limit), restored after.
 
-        The worker ignores SIGXFSZ, so a write past the budget fails with EFBIG instead of killing it.
+        A write past it fails with EFBIG; the kernel also sends SIGXFSZ, which is caught here (not
+        ignored) to tell the budget apart from other write errors: GDAL deletes a failed copy, so the
+        file's size cannot tell afterwards.
         """
+        seen = WriteLimit()
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         cap = grant.max_bytes if soft == resource.RLIM_INFINITY else min(grant.max_bytes, soft)
+        catching = threading.current_thread() is threading.main_thread()
+        if catching:
+            previous = signal.signal(signal.SIGXFSZ, lambda *_: setattr(seen, "reached", True))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap, hard))
         try:
-            yield
+            yield seen
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            if catching:
+                signal.signal(signal.SIGXFSZ, previous)
 
     def commit(self, grant: Grant) -> None:
         self._host.request("outputs.commit", {"token": grant.token})

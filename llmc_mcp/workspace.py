@@ -73,7 +73,7 @@ class Workspace:
         depth = len(path.relative_to(self.root).parts)
         if depth > MAX_PATH_DEPTH:
             raise PathRefused(
-                f"{argument}: '{name}' is {depth} folders deep; at most {MAX_PATH_DEPTH} are allowed.",
+                f"{argument}: '{name}' has {depth} path components; at most {MAX_PATH_DEPTH} are allowed.",
                 fix="Write to a shallower name, such as 'out/result.tif'.",
             )
         if path.exists() and not path.is_file():

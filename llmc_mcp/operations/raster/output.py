@@ -48,7 +48,7 @@ from llmc_mcp.operations.gdal_env import (
 )
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
-from llmc_mcp.outputs import Grant, QuotaExceeded, family
+from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
 
 GEOTIFF_SUFFIXES = (".tif", ".tiff")
 
@@ -94,16 +94,17 @@ def _write_atomically(
     assert guard is not None
     grant = guard.begin(ctx.workspace.relative(dst_path))
     tmp = ctx.workspace.root / grant.tmp
+    limit = WriteLimit()
     try:
         try:
-            with guard.limit(grant), gdal_messages() as messages:
+            with guard.limit(grant) as limit, gdal_messages() as messages:
                 planned.write(source, tmp)
             messages.check()
             with gdal_messages() as messages:
                 _read_every_block(tmp)
             messages.check()
         except (*GDAL_ERRORS, OSError, GdalComplaint) as exc:
-            raise _write_error(ctx, exc, grant, src_path, dst_path, tmp) from None
+            raise _write_error(ctx, exc, grant, limit, src_path, dst_path, tmp) from None
         guard.commit(grant)
     except BaseException:
         # The server deletes the temporary file, its sidecars and the folders this write created.
@@ -303,10 +304,16 @@ def _compression_options(
 
 
 def _write_error(
-    ctx: OperationContext, exc: Exception, grant: Grant, src_path: Path, dst_path: Path, tmp: Path
+    ctx: OperationContext,
+    exc: Exception,
+    grant: Grant,
+    limit: WriteLimit,
+    src_path: Path,
+    dst_path: Path,
+    tmp: Path,
 ) -> LlmcError:
     dst_name = ctx.workspace.relative(dst_path)
-    if any(path.stat().st_size >= grant.max_bytes for path in family(tmp)):
+    if limit.reached:
         return QuotaExceeded(
             f"Writing '{dst_name}' was stopped at {grant.max_bytes:,} bytes, the most it may take: "
             f"{grant.bound}. Nothing was written under '{dst_name}'.",
