@@ -19,8 +19,10 @@ Lifecycle, all on the parent side:
   background task started lazily with the first worker (and ending with the
   last), so reaping happens even when no calls come. Its session starts fresh
   if it comes back (``session.fresh`` says so).
-- **Priority.** Interactive calls first: a worker starts up, and a call still running after
-  :data:`DEMOTE_AFTER` seconds continues, at nice :data:`DEMOTED_NICE` (its scheduler autogroup,
+- **Warm spare.** One started worker waits for the next new session (:meth:`WorkerPool.start_spare`),
+  so a session's first call does not pay the interpreter's start; it starts at normal priority.
+- **Priority.** Interactive calls first: a call still running after
+  :data:`DEMOTE_AFTER` seconds continues at nice :data:`DEMOTED_NICE` (its scheduler autogroup,
   and for long calls its process group too); the next call restores normal priority. (Restoring
   a process's nice needs CAP_SYS_NICE; the autogroup's, which is what orders workers against the
   server and each other, does not.) So runaway loops and crash-respawn cycles of one session cost
@@ -157,6 +159,7 @@ class WorkerPool:
         *,
         max_workers: int | None = None,
         on_discard: Callable[[str], Awaitable[None]] | None = None,
+        warm_spare: bool = True,
     ):
         self.settings = settings
         self._handler = handler
@@ -176,6 +179,10 @@ class WorkerPool:
         self._bound: set[str] = set()
         self._reaper: Any = None  # the asyncio task of the idle reaper, while one runs
         self.reaped = 0
+        self.warm_spare = warm_spare
+        self._spare: Worker | None = None
+        self._spare_task: Any = None  # the asyncio task starting the spare, while one runs
+        self._closed = False
 
     # ------------------------------------------------------------------------------------ observing
 
@@ -226,7 +233,7 @@ class WorkerPool:
                         reset=False,
                     )
                 try:
-                    worker = await self._spawn(key)
+                    worker = await self._take_spare(key) or await self._spawn(key)
                 except WorkerStartError as exc:
                     return _limit_failure(
                         "WorkerStartFailed",
@@ -236,6 +243,7 @@ class WorkerPool:
                     )
                 self._workers[key] = worker
                 self._ensure_reaper()
+                self.start_spare()
             worker.last_used = time.monotonic()
             worker.calls += 1
             worker.promote()
@@ -311,10 +319,12 @@ class WorkerPool:
         return True
 
     async def close(self) -> None:
-        """Stop every worker and the reaper (server shutdown)."""
+        """Stop every worker, the spare and the reaper (server shutdown)."""
+        self._closed = True
         reaper, self._reaper = self._reaper, None
         if reaper is not None and not reaper.done():
             reaper.cancel()
+        await self.stop_spare()
         for key in list(self._workers):
             await self._discard(key)
         self._locks.clear()
@@ -377,10 +387,71 @@ class WorkerPool:
                 if self._reaper is asyncio.current_task():
                     self._reaper = None
 
+    # ------------------------------------------------------------------------------------ spare
+
+    def start_spare(self) -> None:
+        """Start a worker no session owns yet, in the background, so a new session's first call is fast.
+
+        A worker takes about 0.5 s of CPU to start (an interpreter importing GDAL, PROJ, numpy), and
+        many times that on a loaded machine: past some clients' default timeouts for a first call. One
+        spare is kept while the pool has room for it; the session that takes it starts the next.
+        """
+        if not self.warm_spare or self._closed or self._spare is not None:
+            return
+        if self._spare_task is not None and not self._spare_task.done():
+            return
+        if len(self._workers) + self._starting + 1 > self.max_workers:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._spare_task = loop.create_task(self._make_spare(), name="llmc-spare-worker")
+
+    async def stop_spare(self) -> None:
+        """Stop the spare (and its start): the last connection ended, nobody will take it soon."""
+        starting, self._spare_task = self._spare_task, None
+        if starting is not None and not starting.done():
+            starting.cancel()
+            # Wait for its cleanup (the half-started process is killed and reaped) on this loop.
+            with anyio.CancelScope(shield=True), contextlib.suppress(BaseException):
+                await starting
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await _stop(spare)
+
+    async def _make_spare(self) -> None:
+        try:
+            worker = await self._spawn("spare", counted=False)
+        except WorkerStartError as exc:
+            log.warning("spare worker could not be started (%s); sessions start their own", exc)
+            return
+        if self._closed or self._spare is not None:
+            await _stop(worker)
+            return
+        self._spare = worker
+
+    async def _take_spare(self, key: str) -> Worker | None:
+        """The spare for session ``key`` (waiting for it if it is starting), or None."""
+        task = self._spare_task
+        if self._spare is None and task is not None and not task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+        worker, self._spare = self._spare, None
+        if worker is None:
+            return None
+        if worker.process.returncode is not None:
+            await _stop(worker)
+            return None
+        worker.key = key
+        worker.started = worker.last_used = time.monotonic()
+        return worker
+
     # ------------------------------------------------------------------------------------ internals
 
-    async def _spawn(self, key: str) -> Worker:
-        self._starting += 1
+    async def _spawn(self, key: str, *, counted: bool = True) -> Worker:
+        """Start a worker; ``counted`` ones hold a session's place against ``max_workers`` meanwhile."""
+        self._starting += counted
         try:
             try:
                 process = await anyio.open_process(
@@ -395,23 +466,19 @@ class WorkerPool:
             except OSError as exc:
                 raise WorkerStartError(exc.strerror or type(exc).__name__) from None
             assert process.stdout is not None and process.stdin is not None
+            # Start-up runs at normal priority: a session waits for it (or will soon, for the spare).
             worker = Worker(key, process, AsyncChannel(process.stdout, process.stdin))
-            # Start-up (an interpreter importing GDAL, PROJ, numpy: ~0.5 s of CPU) runs in the
-            # background class too; the first call brings the worker back to normal priority.
-            worker.demoted = _set_autogroup_nice(process.pid, DEMOTED_NICE)
             try:
                 with anyio.fail_after(STARTUP_TIMEOUT):
                     ready = await worker.channel.receive()
             except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-                worker.kill()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
-                    await process.wait()
+                await _stop(worker)
                 raise WorkerStartError(type(exc).__name__) from None
             except BaseException:
-                worker.kill()
+                await _stop(worker)
                 raise
         finally:
-            self._starting -= 1
+            self._starting -= counted
         started = ready.get("result", {})
         log.info("worker %s ready (landlock ABI %s)", started.get("pid"), started.get("landlock"))
         return worker
@@ -469,6 +536,16 @@ class WorkerPool:
                 except Exception as exc:
                     log.error("cleanup after the worker of session %s failed: %s", key[:12], exc)
         return worker.process.returncode
+
+
+async def _stop(worker: Worker) -> None:
+    """Kill a worker no session owns and reap it."""
+    with anyio.CancelScope(shield=True):
+        worker.kill()
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await worker.process.wait()
+        with contextlib.suppress(Exception):
+            await worker.process.aclose()
 
 
 def _set_autogroup_nice(pid: int, nice: int) -> bool:

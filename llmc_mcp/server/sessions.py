@@ -30,16 +30,27 @@ class SessionScope:
 
 
 def worker_lifespan(pool: WorkerPool) -> Callable[[MCPServer], Any]:
-    """A lifespan that gives each connection a session and stops its worker when it ends."""
+    """A lifespan that gives each connection a session and stops its worker when it ends.
+
+    The first connection starts the pool's warm spare; when the last one ends, the spare stops too,
+    so a server nobody is connected to holds no idle process.
+    """
+    connections = 0
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[SessionScope]:
+        nonlocal connections
         scope = SessionScope()
+        connections += 1
+        pool.start_spare()
         try:
             yield scope
         finally:
+            connections -= 1
             with anyio.CancelScope(shield=True):
                 await pool.close_session(scope.key)
+                if connections == 0:
+                    await pool.stop_spare()
 
     return lifespan
 
