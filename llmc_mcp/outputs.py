@@ -316,17 +316,25 @@ class OutputLedger:
             self._forget(entry)
 
     def _cleanup(self, entry: Mapping[str, Any], keep: Iterable[Path] = ()) -> None:
-        """Delete the temporary file and its sidecars, then the directories the write created."""
-        tmp = self.workspace.root / entry["tmp"]
-        if not tmp.resolve().is_relative_to(self.workspace.root):
+        """Delete the temporary file and its sidecars, then the directories the write created.
+
+        A journal read back from disk is not trusted further than the workspace: the workers can
+        write there too, so nothing it names outside the workspace is touched.
+        """
+        root = self.workspace.root
+        tmp = root / entry["tmp"]
+        if not tmp.resolve().is_relative_to(root) or not Path(entry["tmp"]).name.startswith("."):
             return
         for path in family(tmp):
             path.unlink(missing_ok=True)
         for name in reversed(entry.get("dirs", [])):
+            folder = root / name
             if any(Path(name) == busy or Path(name) in busy.parents for busy in keep):
                 break
+            if not folder.resolve().is_relative_to(root) or folder.resolve() == root:
+                break
             try:
-                (self.workspace.root / name).rmdir()
+                folder.rmdir()
             except OSError:
                 break  # not empty (another write uses it) or already gone
 
