@@ -121,6 +121,8 @@ class Worker:
     last_used: float = field(default_factory=time.monotonic)
     calls: int = 0
     demoted: bool = False
+    idle_ttl: float | None = None
+    """This worker's own idle TTL (None: the pool's setting)."""
     _ids: int = 0
 
     @property
@@ -330,6 +332,14 @@ class WorkerPool:
         self._locks.clear()
         self._bound.clear()
 
+    def set_idle_ttl(self, key: str, seconds: float | None) -> None:
+        """Give the session's worker its own idle TTL (None: back to the pool's)."""
+        worker = self._workers.get(key)
+        if worker is not None:
+            worker.idle_ttl = seconds
+            if seconds is not None:
+                self._ensure_reaper()
+
     async def reap_idle(self, now: float | None = None) -> int:
         """Stop workers idle longer than the TTL; their sessions start fresh if they come back."""
         now = time.monotonic() if now is None else now
@@ -337,7 +347,7 @@ class WorkerPool:
         for key, worker in list(self._workers.items()):
             lock = self._locks.get(key)
             busy = lock is not None and lock.locked()
-            idle = now - worker.last_used > self.settings.idle_ttl
+            idle = now - worker.last_used > (worker.idle_ttl or self.settings.idle_ttl)
             if busy or not idle or self._workers.get(key) is not worker:
                 continue
             log.info("reaping idle worker %s of session %s", worker.pid, key[:12])
@@ -374,10 +384,10 @@ class WorkerPool:
         self._reaper = None
 
     async def _reap_forever(self) -> None:
-        interval = min(max(self.settings.idle_ttl / 4, 0.05), REAP_INTERVAL_MAX)
         try:
             while self._workers:
-                await anyio.sleep(interval)
+                ttls = [self.settings.idle_ttl, *(w.idle_ttl for w in self._workers.values() if w.idle_ttl)]
+                await anyio.sleep(min(max(min(ttls) / 4, 0.05), REAP_INTERVAL_MAX))
                 try:
                     await self.reap_idle()
                 except Exception:

@@ -24,7 +24,7 @@ from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.results import error_result, exception_result
 from llmc_mcp.server.runtime import Runtime
-from llmc_mcp.server.sessions import run_in_session, worker_lifespan
+from llmc_mcp.server.sessions import SessionHandles, run_with_handle, worker_lifespan
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
 NEXT_ACTION = (
@@ -42,6 +42,7 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     stubs = StubSet.render()
     write_stubs(runtime.context.workspace.stubs_dir, stubs)
     pool = worker_pool(runtime)
+    handles = SessionHandles(pool)
     instructions = code_instructions(settings)
     server = MCPServer(
         "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool)
@@ -85,7 +86,8 @@ def build_code_server(runtime: Runtime) -> MCPServer:
         name="execute_code",
         description=(
             "Run Python against the stub modules in a sandbox; variables persist per session. "
-            "Returns printed output, the last expression's value, or a structured error."
+            "Returns printed output, the last expression's value, or a structured error. A client "
+            "without a protocol session gets a session handle in the result: pass it back as session."
         ),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
         structured_output=False,
@@ -94,10 +96,16 @@ def build_code_server(runtime: Runtime) -> MCPServer:
         code: Annotated[str, Field(description="Python source.")],
         ctx: Context,
         reset: Annotated[bool, Field(description="Start from a clean session first.")] = False,
+        session: Annotated[
+            str | None,
+            Field(
+                description="The session handle of an earlier result, to keep its variables.", max_length=64
+            ),
+        ] = None,
     ) -> CallToolResult:
         try:
-            result = await run_in_session(
-                pool, ctx, lambda key, fresh: pool.execute(key, code, reset or fresh)
+            result = await run_with_handle(
+                pool, handles, ctx, session, lambda key, fresh: pool.execute(key, code, reset or fresh)
             )
         except Exception as exc:
             return exception_result(exc, "execute_code")
@@ -124,6 +132,9 @@ def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
         )
         result["stdout_truncated"] = dropped
     parts = [result["stdout"]] if result["stdout"] else []
+    note = (result.get("session") or {}).get("note")
+    if note:
+        parts.insert(0, f"[session: {note}]")
     if result["ok"] and result["result"] is not None:
         rendered = json.dumps(result["result"], ensure_ascii=False, default=str)
         if len(rendered) > output_limit:

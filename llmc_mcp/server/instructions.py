@@ -37,6 +37,8 @@ def code_instructions(settings: Settings) -> str:
 Tools: read_stubs() lists every function's signature; read_stubs("raster") or \
 read_stubs("raster.reproject") shows types, result shapes and docs. execute_code(code) runs \
 Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
+Without a protocol session (stateless HTTP) each result carries a session handle: pass it back as \
+execute_code(code, session=...) to keep the variables. \
 Print summaries, keep data in variables. The last expression's value is returned.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
 datetime. No files or network except through the API.

@@ -3,13 +3,17 @@
 Over stdio and in-process each connection enters the server's lifespan once, so the lifespan's
 :class:`SessionScope` identifies the session. Over stateful HTTP the ``mcp-session-id`` header does,
 and the session's worker is stopped when the HTTP session ends. A request over HTTP without a
-session id (the stateless protocol era) runs in a worker of its own that is stopped after the call,
-so no two clients ever share a worker (DD-MCP-013).
+session id (the stateless protocol era) has no session of its own: in code mode it gets a session
+handle (:class:`SessionHandles`) it can pass back to keep its variables; a classic call, which
+keeps nothing between calls, runs in a worker of its own stopped after the call (DD-MCP-022).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -86,3 +90,82 @@ async def run_in_session(
         # Stop the worker when the HTTP session ends (DELETE, idle timeout, shutdown).
         pool.close_with_connection(key, ctx)
     return await call(key, False)
+
+
+HANDLE_PATTERN = re.compile(r"\As-[A-Za-z0-9_-]{32}\Z")
+UNCLAIMED_TTL = 60.0
+"""Seconds a handle session's worker lives if its handle never comes back (a client that ignores
+handles would otherwise hold a worker per call until the idle TTL)."""
+
+
+class SessionHandles:
+    """Session handles for clients without a protocol session: unguessable, expiring, this server's.
+
+    A handle is 192 random bits, known only to the client it was returned to; it names a worker
+    session like an ``mcp-session-id`` does, so only a client that received it can reach its
+    variables. It expires after the pool's idle TTL without use. The pool key is a digest of the
+    handle, so logs (which show key prefixes) never show a usable handle.
+    """
+
+    def __init__(self, pool: WorkerPool):
+        self._pool = pool
+        self._last_used: dict[str, float] = {}
+
+    def resolve(self, handle: str | None) -> tuple[str, str, str | None]:
+        """``(handle, pool key, why it is new)`` for the handle a call passed (None: a new session)."""
+        self._expire()
+        if handle is not None and handle in self._last_used:
+            self._last_used[handle] = time.monotonic()
+            key = self._key(handle)
+            self._pool.set_idle_ttl(key, None)
+            return handle, key, None
+        why = (
+            "this call ran in a new session"
+            if handle is None
+            else "the session handle passed is unknown or expired, so this call ran in a new session"
+        )
+        fresh = "s-" + secrets.token_urlsafe(24)
+        self._last_used[fresh] = time.monotonic()
+        return fresh, self._key(fresh), why
+
+    def unclaimed(self, handle: str) -> None:
+        """The handle was just issued: its worker lives :data:`UNCLAIMED_TTL` unless it comes back."""
+        self._pool.set_idle_ttl(self._key(handle), UNCLAIMED_TTL)
+
+    def _expire(self) -> None:
+        horizon = time.monotonic() - self._pool.settings.idle_ttl
+        for handle in [h for h, used in self._last_used.items() if used < horizon]:
+            del self._last_used[handle]
+
+    @staticmethod
+    def _key(handle: str) -> str:
+        return "handle-" + hashlib.sha256(handle.encode()).hexdigest()[:32]
+
+
+async def run_with_handle(
+    pool: WorkerPool,
+    handles: SessionHandles,
+    ctx: Context,
+    handle: str | None,
+    call: Callable[[str, bool], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Code mode: the request's protocol session, else the session its handle names (or a new one).
+
+    A handle, when passed, always wins: it is the client's explicit choice of session. Its result
+    carries ``session.handle`` and, when the session is new, ``session.note`` saying why and how to
+    keep state, which the face puts in the text the model reads.
+    """
+    if handle is None and session_key(ctx) is not None:
+        return await run_in_session(pool, ctx, call)
+    handle, key, why = handles.resolve(handle)
+    result = await call(key, why is not None)
+    session = result.get("session") or {}
+    session.update({"handle": handle, "stateless": session_key(ctx) is None})
+    if why is not None:
+        handles.unclaimed(handle)
+        session["note"] = (
+            f"{why}, without variables from earlier calls. Pass session={handle!r} to your next "
+            "execute_code calls to keep this session's variables."
+        )
+    result["session"] = session
+    return result
