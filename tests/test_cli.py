@@ -111,3 +111,24 @@ def test_each_help_fits_on_one_screen(command: str) -> None:
     if not command:
         for name in COMMANDS:
             assert name in out.stdout
+
+
+def test_python_dash_m_ignores_modules_in_the_working_directory(tmp_path: Path) -> None:
+    """Guards against ``python -m llmc_mcp`` importing a ``numpy.py`` (or ``pydantic.py``...) that sits in
+    the folder it is run from: ``-m`` puts that folder first on ``sys.path``. ``stubs`` imports every
+    dependency, unlike ``--version``."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    marker = tmp_path / "planted-ran.txt"
+    for name in ("numpy", "rasterio", "pyproj", "pydantic", "mcp", "RestrictedPython"):
+        (folder / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "llmc_mcp", "stubs", "--out", str(tmp_path / "stubs")],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert not marker.exists(), f"a planted module ran: {marker.read_text()}"
+    assert (tmp_path / "stubs" / "raster.py").is_file()
