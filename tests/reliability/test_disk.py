@@ -38,6 +38,7 @@ from llmc_mcp.config import Settings
 from llmc_mcp.errors import RasterError
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.operations.raster.output import write_output
+from llmc_mcp.outputs import OutputLedger
 from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import RESERVED_DIRS
 from tests.conftest import DATA, SHARED_FILES
@@ -251,6 +252,31 @@ async def test_a_loop_of_uncompressed_conversions_cannot_fill_a_small_disk(tmp_p
             await persist_a_justification(client, "code")
         assert len(records(workspace)) == 2
         assert partials(workspace) == []
+
+
+def test_the_ledger_records_what_llmc_wrote_and_forgets_what_someone_else_replaced(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against: a ledger that would let a future files.remove delete a file llmc-mcp did not write."""
+    for dst in ("a.tif", "sub/b.tif"):
+        write_output(ctx, "RGB.byte.tif", dst, lambda ctx, source: CopyPlan())
+    ledger = OutputLedger(ctx.workspace)
+    kept = ledger.outputs()
+    assert sorted(kept) == ["a.tif", "sub/b.tif"]
+    assert (
+        kept["a.tif"].bytes == (workspace_dir / "a.tif").stat().st_size and kept["a.tif"].session == "local"
+    )
+    (workspace_dir / "a.tif").unlink()
+    shutil.copy(workspace_dir / "shade.tif", workspace_dir / "a.tif")  # the user's own file now
+    os.utime(workspace_dir / "sub" / "b.tif", ns=(1, 1))
+    assert ledger.outputs() == {}, "files changed by someone else are still taken for llmc-mcp outputs"
+    assert ledger.outputs() == OutputLedger(ctx.workspace).outputs()
+
+
+class CopyPlan:
+    def write(self, source: Any, tmp: Path) -> None:
+        with rasterio.open(tmp, "w", **{**source.profile, "compress": "DEFLATE"}) as out:
+            out.write(source.read())
 
 
 # ------------------------------------------------------------------------------ nothing half-written
