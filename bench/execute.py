@@ -11,16 +11,26 @@ machine noise hits both alike. Measured per call (client-side, send to result):
 - code ``execute_code('raster.info("RGB.byte.tif")["width"]')``: the same GDAL work as raster_info.
 
 Cold: over a handful of fresh stdio sessions per mode, the time to connect (spawn the server +
-initialize), the first tool call (code mode: it spawns the session's worker) and warm calls after.
+initialize), the first tool call (code mode: it takes the pool's warm spare, or waits for it when
+called right after the server started) and warm calls after.
+
+HTTP (one running ``llmc-mcp serve --transport http``): the first ``execute_code`` of a new session
+(a handshake-era client arriving every 2 s, as sessions do, so the spare is back in between), idle
+and then with the machine loaded by two CPU-bound processes; and warm calls of a stateless-era
+client passing its session handle back, interleaved with a handshake-era client's.
 
 Run: .venv/bin/python bench/execute.py
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +145,92 @@ async def cold(ws: Path, mode: str) -> list[dict[str, Any]]:
     return sessions
 
 
+HTTP_SESSIONS = 7
+ARRIVAL_GAP = 2.0
+"""Seconds between new sessions: time for the pool to start its next spare, as real arrivals leave."""
+HANDLE_CALLS = 100
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(ws: Path) -> Iterator[str]:
+    port = free_port()
+    command = [str(LLMC_BIN), "serve", "--transport", "http", "--port", str(port), "--workspace", str(ws)]
+    process = subprocess.Popen(command, env=stdio_env(), stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def cpu_load(processes: int = 2) -> Iterator[None]:
+    """Other work on the machine: CPU-bound processes at normal priority."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        time.sleep(1)
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+async def first_calls(url: str) -> list[float]:
+    firsts = []
+    for _ in range(HTTP_SESSIONS):
+        await anyio.sleep(ARRIVAL_GAP)
+        async with Client(url, mode=ERA) as client:
+            firsts.append(await timed(lambda c=client: _call(c, "execute_code", ONE_PLUS_ONE)))
+    return firsts
+
+
+async def handle_vs_handshake(url: str) -> dict[str, list[float]]:
+    async with Client(url) as stateless, Client(url, mode=ERA) as handshake:
+        first = checked(await stateless.call_tool("execute_code", ONE_PLUS_ONE), "execute_code")
+        handle = (first.structured_content or {})["session"]["handle"]
+        with_handle = {**ONE_PLUS_ONE, "session": handle}
+        probes: dict[str, Probe] = {
+            "stateless era, session handle passed back": lambda: _call(
+                stateless, "execute_code", with_handle
+            ),
+            "handshake era, mcp-session-id": lambda: _call(handshake, "execute_code", ONE_PLUS_ONE),
+            "stateless era, no handle (new session each call)": lambda: _call(
+                stateless, "execute_code", ONE_PLUS_ONE
+            ),
+        }
+        for probe in probes.values():
+            for _ in range(WARMUP):
+                await probe()
+        times: dict[str, list[float]] = {name: [] for name in probes}
+        for i in range(HANDLE_CALLS):
+            for name, probe in probes.items():
+                if "no handle" in name and i % 10:
+                    continue  # each costs a worker for 60 s: sample every tenth round
+                times[name].append(await timed(probe))
+    return times
+
+
+async def http_figures(ws: Path) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    with http_server(ws) as url:
+        idle = await first_calls(url)
+        with cpu_load():
+            loaded = await first_calls(url)
+        eras = await handle_vs_handshake(url)
+    return idle, loaded, eras
+
+
 async def main() -> None:
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # ping: fine in the legacy era
     start = banner("execute.py", "tool-call round trips through real stdio servers, code vs classic mode")
@@ -143,6 +239,7 @@ async def main() -> None:
         times = await warm(ws)
         cold_code = await cold(ws, "code")
         cold_classic = await cold(ws, "classic")
+        idle_firsts, loaded_firsts, eras = await http_figures(ws)
 
     stats = {name: summary(values) for name, values in times.items()}
     baseline = stats["classic: crs_info(EPSG:4326)"]
@@ -184,13 +281,35 @@ async def main() -> None:
         rows,
         f"Cold vs warm, median over {SESSIONS} sessions",
     )
+    idle, loaded = summary(idle_firsts), summary(loaded_firsts)
+    print_table(
+        ["machine", "sessions", "first call p50 ms", "p90 ms", "max ms"],
+        [
+            ["idle", idle["n"], ms(idle["p50"]), ms(idle["p90"]), ms(idle["max"])],
+            ["loaded (2 CPU-bound processes)", loaded["n"], ms(loaded["p50"]), ms(loaded["p90"]),
+             ms(loaded["max"])],
+        ],
+        f"First execute_code of a new HTTP session (running server, a session every {ARRIVAL_GAP:g} s)",
+    )  # fmt: skip
+    era_stats = {name: summary(values) for name, values in eras.items()}
+    handshake = era_stats["handshake era, mcp-session-id"]
+    print_table(
+        ["warm execute_code('1 + 1') over HTTP", "n", "p50 ms", "p90 ms", "p99 ms", "p50 / handshake"],
+        [[name, s["n"], ms(s["p50"]), ms(s["p90"]), ms(s["p99"]), ratio(s["p50"], handshake["p50"])]
+         for name, s in era_stats.items()],
+        "Stateless era with a session handle vs the handshake era, interleaved",
+    )  # fmt: skip
     code_warm = stats['code: execute_code("1 + 1")']
+    handled = era_stats["stateless era, session handle passed back"]
     finish(
         start,
         f'execute_code("1 + 1") p50 {ms(code_warm["p50"])} ms / p99 {ms(code_warm["p99"])} ms vs classic '
         f"crs_info p50 {ms(baseline['p50'])} ms / p99 {ms(baseline['p99'])} ms "
         f"({ratio(code_warm['p50'], baseline['p50'])} at p50); code cold first call p50 "
-        f"{ms(med(cold_code, 'first'))} ms = {ratio(med(cold_code, 'first'), med(cold_code, 'warm'))} warm",
+        f"{ms(med(cold_code, 'first'))} ms = {ratio(med(cold_code, 'first'), med(cold_code, 'warm'))} warm; "
+        f"HTTP first call of a new session p50 {ms(idle['p50'])} ms idle, {ms(loaded['p50'])} ms loaded; "
+        f"stateless with handle p50 {ms(handled['p50'])} ms = {ratio(handled['p50'], handshake['p50'])} "
+        "handshake",
     )
 
 
