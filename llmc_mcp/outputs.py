@@ -172,11 +172,13 @@ class OutputLedger:
             in_flight = self._in_flight_bytes()
             session_use = _usage(r for r in records.values() if r.session == account)
             workspace_use = _usage(records.values())
-            # Overwriting an output frees its bytes and adds no file.
+            # Overwriting an output frees its bytes and adds no file (to its session, if it was its own).
             freed = replaced.bytes if replaced is not None else 0
-            mine = freed if replaced is not None and replaced.session == account else 0
-            new_file = 0 if replaced is not None else 1
-            self._check_files(session_use.files + new_file, workspace_use.files + new_file, rel)
+            own = replaced is not None and replaced.session == account
+            mine = freed if own else 0
+            self._check_files(
+                session_use.files + (0 if own else 1), workspace_use.files + (0 if replaced else 1), rel
+            )
             limits = [
                 (self.quota.session_bytes - session_use.bytes + mine, self._session_bytes_text(session_use)),
                 (
