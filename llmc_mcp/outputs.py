@@ -146,6 +146,43 @@ class _Usage:
     files: int
 
 
+@dataclass(frozen=True)
+class _Standing:
+    """What a session and the workspace hold before ``rel`` is written.
+
+    Overwriting an output frees its bytes and adds no file (to the session, if it was its own).
+    """
+
+    session: _Usage
+    workspace: _Usage
+    freed: int
+    replaces: bool
+    own: bool
+
+    @classmethod
+    def of(cls, records: Mapping[str, OutputRecord], account: str, rel: str) -> _Standing:
+        replaced = records.get(rel)
+        return cls(
+            session=_usage(r for r in records.values() if r.session == account),
+            workspace=_usage(records.values()),
+            freed=replaced.bytes if replaced is not None else 0,
+            replaces=replaced is not None,
+            own=replaced is not None and replaced.session == account,
+        )
+
+    @property
+    def freed_in_session(self) -> int:
+        return self.freed if self.own else 0
+
+    @property
+    def new_to_session(self) -> int:
+        return 0 if self.own else 1
+
+    @property
+    def new_file(self) -> int:
+        return 0 if self.replaces else 1
+
+
 class OutputLedger:
     """The quotas, journal and ledger of one workspace, for one server process; thread-safe."""
 
@@ -167,23 +204,16 @@ class OutputLedger:
         rel = self.workspace.relative(path)
         account = _account(session)
         with self._locked():
-            records = self._load()
-            replaced = records.get(rel)
-            in_flight = self._in_flight_bytes()
-            session_use = _usage(r for r in records.values() if r.session == account)
-            workspace_use = _usage(records.values())
-            # Overwriting an output frees its bytes and adds no file (to its session, if it was its own).
-            freed = replaced.bytes if replaced is not None else 0
-            own = replaced is not None and replaced.session == account
-            mine = freed if own else 0
-            self._check_files(
-                session_use.files + (0 if own else 1), workspace_use.files + (0 if replaced else 1), rel
-            )
+            now = _Standing.of(self._load(), account, rel)
+            self._check_files(now.session.files + now.new_to_session, now.workspace.files + now.new_file, rel)
             limits = [
-                (self.quota.session_bytes - session_use.bytes + mine, self._session_bytes_text(session_use)),
                 (
-                    self.quota.workspace_bytes - workspace_use.bytes - in_flight + freed,
-                    self._workspace_bytes_text(workspace_use),
+                    self.quota.session_bytes - now.session.bytes + now.freed_in_session,
+                    self._session_bytes_text(now.session),
+                ),
+                (
+                    self.quota.workspace_bytes - now.workspace.bytes - self._in_flight_bytes() + now.freed,
+                    self._workspace_bytes_text(now.workspace),
                 ),
                 (self._disk_free() - self.quota.reserve_bytes, self._reserve_text()),
             ]
@@ -224,16 +254,12 @@ class OutputLedger:
                     raise InvalidArgument(f"The temporary file of '{entry['dst']}' is missing.")
                 size = sum(p.stat().st_size for p in family(tmp))
                 records = self._load()
-                replaced = records.get(entry["dst"])
-                freed = replaced.bytes if replaced is not None else 0
-                mine = freed if replaced is not None and replaced.session == account else 0
-                session_use = _usage(r for r in records.values() if r.session == account)
-                workspace_use = _usage(records.values())
-                if session_use.bytes - mine + size > self.quota.session_bytes:
-                    bound, fix = self._session_bytes_text(session_use)
+                now = _Standing.of(records, account, entry["dst"])
+                if now.session.bytes - now.freed_in_session + size > self.quota.session_bytes:
+                    bound, fix = self._session_bytes_text(now.session)
                     raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
-                if workspace_use.bytes - freed + size > self.quota.workspace_bytes:
-                    bound, fix = self._workspace_bytes_text(workspace_use)
+                if now.workspace.bytes - now.freed + size > self.quota.workspace_bytes:
+                    bound, fix = self._workspace_bytes_text(now.workspace)
                     raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
                 _move_into_place(tmp, dst)
             except BaseException:
