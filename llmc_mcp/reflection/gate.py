@@ -132,6 +132,12 @@ class Gate:
         """
         key, domain = check_key(hash), check_domain(domain)
         issued = self._issued(key, principal(session))
+        if issued is None and self.store.get(domain, key) is not None:
+            # Answered meanwhile (by this caller in another process, or by anyone): say so plainly.
+            raise RecordExists(
+                f"The {domain} decision {key} is already justified; a record is never replaced.",
+                fix="Nothing to persist: run the operation again, it will proceed.",
+            )
         if issued is None:
             # Another session's hint is reported exactly like an unknown one: nothing is learnt.
             raise NotFound(

@@ -99,7 +99,7 @@ async def test_a_hint_is_consumed_by_the_persist_that_answers_it(workspace_dir: 
         assert all(a["ok"] for a in await persist_all(client, hints))
         before = record_bytes(workspace_dir)
         again = await persist_all(client, hints, forged)
-    assert [a["error"]["type"] for a in again] == ["not_found", "not_found"], again
+    assert [a["error"]["type"] for a in again] == ["record_exists", "record_exists"], again
     assert record_bytes(workspace_dir) == before
 
 
