@@ -75,7 +75,8 @@ SCHEMAS = {op.tool_name: op.arguments.model_json_schema() for op in CATALOG}
 CLASSIC_CASES = st.sampled_from(sorted(SCHEMAS)).flatmap(
     lambda tool: st.tuples(st.just(tool), arguments_for(SCHEMAS[tool]))
 )
-PERSIST_ERRORS = {"invalid_argument", "not_found", "justification_invalid"}
+PERSIST_ERRORS = {"invalid_argument", "not_found", "justification_invalid", "record_exists"}
+"""``record_exists``: an earlier example already justified the decision (records are write-once)."""
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
 ISSUED_ARGS = [{"dst_crs": "EPSG:4326"}, {"method": "nearest"}]
 """The decisions REPROJECT asks about, in hint order (crs_datum, resampling)."""
