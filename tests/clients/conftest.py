@@ -36,11 +36,15 @@ DATA = ROOT / "tests" / "data"
 SOURCE = "RGB.byte.tif"
 SERVER = Path(sys.executable).parent / "llmc-mcp"
 INSTALL_HINT = "run scripts/install-node-clients"
+PYTHON_CLIENTS = ROOT / ".clients"  # one virtualenv per Python client (scripts/install-python-clients)
+PYTHON_INSTALL_HINT = "run scripts/install-python-clients"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "clients: drives the server with third-party Node clients (Inspector, TS SDK, conformance)"
+        "markers",
+        "clients: drives the server with third-party clients (Node: Inspector, TS SDK, conformance; "
+        "Python: openai-agents, pydantic-ai, langchain-mcp-adapters, fastmcp)",
     )
 
 
