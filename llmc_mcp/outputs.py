@@ -19,9 +19,11 @@ Files, all under ``<workspace>/.llmc/outputs/``, each replaced atomically:
 - ``journal/<server>/<token>.json``: one per write in flight, ``<server>`` naming the server process
   (pid and start time), so a sweep never touches the writes of another live server;
 - ``ledger.json``: every output llmc-mcp wrote that still exists: relative path, bytes (with its
-  sidecars), session, time, and the inode and mtime that identify it. Usage is summed over it; a
-  file deleted or replaced by someone else drops out of it when next looked at. It is the record a
-  future ``files.remove`` will consult: only files llmc-mcp wrote may be removed.
+  sidecars), session, time, and the inode, mtime and ctime that identify it, each entry signed with
+  the justification store's key (which workers cannot read). Usage is summed over it; a file deleted
+  or changed by someone else, and an entry that fails authentication, drop out of it when next
+  looked at. It is the record :meth:`OutputLedger.remove` (``files.remove``) consults: only files
+  llmc-mcp wrote, unchanged since, may be removed.
 
 Sessions of the stateless HTTP era (a fresh key per call) share one session quota, else a
 stateless client would never meet its limit.
@@ -37,6 +39,7 @@ import os
 import resource
 import secrets
 import signal
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -45,9 +48,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from llmc_mcp.errors import InvalidArgument, LlmcError
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound
+from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.sessions import principal
-from llmc_mcp.workspace import Workspace
+from llmc_mcp.workspace import Workspace, check_relative_name
 
 if TYPE_CHECKING:
     from llmc_mcp.config import Settings
@@ -63,6 +67,20 @@ class QuotaExceeded(LlmcError):
     """A write would exceed an output quota or eat into the disk's free-space reserve."""
 
     kind = "quota_exceeded"
+
+
+class RemoveRefused(LlmcError):
+    """A file llmc-mcp did not write, or that someone changed since, was asked to be removed."""
+
+    kind = "remove_refused"
+
+
+class Signer(Protocol):
+    """What authenticates ledger entries: :class:`~llmc_mcp.reflection.store.JustificationStore`."""
+
+    def sign_bytes(self, payload: bytes) -> str: ...
+
+    def verify_bytes(self, payload: bytes, digest: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,36 @@ class OutputRecord:
     written_at: str
     inode: int
     mtime_ns: int
+    ctime_ns: int
+    """With the inode and mtime, what makes the file still the one written: a user who rewrites it in
+    place keeps its inode, and may set its mtime back, but only the kernel sets the ctime."""
+
+    def payload(self) -> bytes:
+        """What the entry's signature covers; the prefix keeps it from passing for any other signed text."""
+        fields = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return b"llmc-mcp output ledger 1\n" + fields.encode()
+
+    def describes(self, info: os.stat_result) -> bool:
+        """Whether ``info`` (of the file at :attr:`path`) is the file this record was written as."""
+        return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns) == (self.inode, self.mtime_ns, self.ctime_ns)
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What :meth:`OutputLedger.remove` deleted, and where the remover's session stands after it."""
+
+    path: str
+    removed: list[str]
+    freed_bytes: int
+    session_bytes: int
+    session_files: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Removal:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -138,6 +186,14 @@ class OutputGuard(Protocol):
     def commit(self, grant: Grant) -> None: ...
 
     def abort(self, grant: Grant) -> None: ...
+
+    def owned(self) -> list[str]:
+        """Workspace-relative names of the outputs llmc-mcp wrote here that nobody changed since."""
+        ...
+
+    def remove(self, path: str) -> Removal:
+        """Delete an output llmc-mcp wrote (:meth:`OutputLedger.remove`); refuse anything else."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -186,9 +242,11 @@ class _Standing:
 class OutputLedger:
     """The quotas, journal and ledger of one workspace, for one server process; thread-safe."""
 
-    def __init__(self, workspace: Workspace, quota: Quota | None = None):
+    def __init__(self, workspace: Workspace, quota: Quota | None = None, signer: Signer | None = None):
+        """``signer`` defaults to the workspace's justification store (its key is read at first use)."""
         self.workspace = workspace
         self.quota = quota or Quota()
+        self._signer = signer
         self.dir = workspace.root / ".llmc" / "outputs"
         self.owner = _process_identity(os.getpid())
         self._journal = self.dir / "journal" / self.owner
@@ -265,8 +323,10 @@ class OutputLedger:
             except BaseException:
                 self._discard(entry)
                 raise
-            stat = dst.stat()
-            record = OutputRecord(entry["dst"], size, account, _now(), stat.st_ino, stat.st_mtime_ns)
+            info = dst.stat()
+            record = OutputRecord(
+                entry["dst"], size, account, _now(), info.st_ino, info.st_mtime_ns, info.st_ctime_ns
+            )
             records[record.path] = record
             self._save(records)
             self._forget(entry)
@@ -315,6 +375,78 @@ class OutputLedger:
         """Every output llmc-mcp wrote that still exists, by workspace-relative path."""
         with self._lock:
             return self._load()
+
+    def owned(self) -> list[str]:
+        """The names :meth:`remove` would accept, sorted."""
+        return sorted(self.outputs())
+
+    # ------------------------------------------------------------------------------------- removing
+
+    def remove(self, session: str, name: object) -> Removal:
+        """Delete an output llmc-mcp wrote, with its sidecars and its ledger entry; refuse anything else.
+
+        The decision is the server's: the file must be named without links, be in the ledger under a
+        valid signature, and still be the very file written (inode, mtime, ctime), checked again on
+        the folder actually opened right before the unlink. Anything else raises
+        :class:`RemoveRefused` (or :class:`~llmc_mcp.errors.PathRefused`, :class:`NotFound`) saying
+        why, and nothing is deleted.
+        """
+        path = self._named_file(name)
+        rel = self.workspace.relative(path)
+        account = _account(session)
+        with self._locked():
+            records = self._load()
+            record = records.get(rel)
+            if record is None:
+                raise self._refusal(rel)
+            removed = _unlink_with_sidecars(self.workspace, path, record)
+            del records[rel]
+            self._save(records)
+            left = _usage(r for r in records.values() if r.session == account)
+        return Removal(rel, removed, record.bytes, left.bytes, left.files)
+
+    def _named_file(self, name: object) -> Path:
+        """``name`` as a path to an existing regular file reached through no link."""
+        relative = check_relative_name(name, "path")
+        path = self.workspace.root.joinpath(*relative.parts)
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            raise NotFound(
+                f"path: '{name}' does not exist in the workspace.",
+                fix="files.list() shows the files you may use; written_by_llmc marks those you may remove.",
+            ) from None
+        except NotADirectoryError:
+            raise NotFound(f"path: '{name}' does not exist in the workspace.", fix=_REMOVE_FIX) from None
+        if path.resolve() != path:
+            raise RemoveRefused(
+                f"path: '{name}' is, or goes through, a symbolic link; llmc-mcp never writes links and "
+                "removes files only by their own name.",
+                fix="Name the file itself (the folder it really is in), as files.list() shows it.",
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise RemoveRefused(f"path: '{name}' is not a file; folders are never removed.", fix=_REMOVE_FIX)
+        return path
+
+    def _refusal(self, rel: str) -> RemoveRefused:
+        """Why ``rel``, an existing file, is not a current ledger entry."""
+        for item, verified in self._entries():
+            if item.get("path") != rel:
+                continue
+            if not verified:
+                log.warning("output ledger entry for a file failed authentication; ignored")
+                continue
+            return RemoveRefused(
+                f"path: '{rel}' was written by llmc-mcp but has been replaced or modified since (by the user "
+                "or another program), so it is no longer llmc-mcp's to remove.",
+                fix="Ask the user whether to delete it; files.remove deletes only files llmc-mcp wrote "
+                "and nobody changed since.",
+            )
+        return RemoveRefused(
+            f"path: '{rel}' was not written by llmc-mcp in this workspace (it is the user's or another "
+            "program's), so files.remove will not delete it.",
+            fix=_REMOVE_FIX,
+        )
 
     # ------------------------------------------------------------------------------------ internals
 
@@ -378,27 +510,58 @@ class OutputLedger:
         return total
 
     def _load(self) -> dict[str, OutputRecord]:
-        """The ledger, without outputs that are gone or that someone else has replaced since."""
-        try:
-            raw = json.loads(self._ledger.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.error("output ledger unreadable (%s); starting a new one", exc)
-            return {}
+        """The ledger, without outputs that are gone or that someone else has changed since, and
+        without entries that fail authentication (the workers can write the file; only the server
+        can sign)."""
         records: dict[str, OutputRecord] = {}
-        for item in raw.get("outputs", []):
-            try:
-                record = OutputRecord(**item)
-                stat = (self.workspace.root / record.path).stat()
-            except (OSError, TypeError):
+        for item, verified in self._entries():
+            if not verified:
                 continue
-            if stat.st_ino == record.inode and stat.st_mtime_ns == record.mtime_ns:
+            record = _record(item)
+            if record is None:
+                continue
+            try:
+                info = (self.workspace.root / record.path).stat()
+            except OSError:
+                continue
+            if record.describes(info):
                 records[record.path] = record
         return records
 
+    def _entries(self) -> list[tuple[dict[str, Any], bool]]:
+        """Every entry of the ledger file, as stored, with whether its signature verifies."""
+        try:
+            raw = json.loads(self._ledger.read_text())
+            items = raw.get("outputs", [])
+            if not isinstance(items, list):
+                raise ValueError("'outputs' is not a list")
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("output ledger unreadable (%s); starting a new one", exc)
+            return []
+        entries = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            record, digest = _record(item), item.get("digest")
+            verified = (
+                record is not None
+                and isinstance(digest, str)
+                and self.signer.verify_bytes(record.payload(), digest)
+            )
+            entries.append((item, verified))
+        return entries
+
     def _save(self, records: Mapping[str, OutputRecord]) -> None:
-        _write_json(self._ledger, {"version": 1, "outputs": [asdict(r) for r in records.values()]})
+        outputs = [{**asdict(r), "digest": self.signer.sign_bytes(r.payload())} for r in records.values()]
+        _write_json(self._ledger, {"version": 2, "outputs": outputs})
+
+    @property
+    def signer(self) -> Signer:
+        if self._signer is None:
+            self._signer = JustificationStore(self.workspace.preflight_dir)
+        return self._signer
 
     def _check_files(self, session_files: int, workspace_files: int, rel: str) -> None:
         if session_files > self.quota.session_files:
@@ -466,6 +629,12 @@ class LocalOutputs:
     def abort(self, grant: Grant) -> None:
         self.ledger.abort(self.session, grant.token)
 
+    def owned(self) -> list[str]:
+        return self.ledger.owned()
+
+    def remove(self, path: str) -> Removal:
+        return self.ledger.remove(self.session, path)
+
 
 class RemoteOutputs:
     """An :class:`OutputGuard` for a worker: every step is decided by the server, over the channel."""
@@ -504,6 +673,12 @@ class RemoteOutputs:
     def abort(self, grant: Grant) -> None:
         self._host.request("outputs.abort", {"token": grant.token})
 
+    def owned(self) -> list[str]:
+        return [str(name) for name in self._host.request("outputs.owned", {})]
+
+    def remove(self, path: str) -> Removal:
+        return Removal.from_dict(self._host.request("outputs.remove", {"path": path}))
+
 
 def family(tmp: Path) -> list[Path]:
     """The temporary file and everything GDAL wrote beside it under its name (sidecars, COG temps)."""
@@ -512,6 +687,49 @@ def family(tmp: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     return [Path(e.path) for e in entries if e.name.startswith(tmp.name) and e.is_file(follow_symlinks=False)]
+
+
+_REMOVE_FIX = (
+    "files.remove deletes only files llmc-mcp wrote (files.list() marks them written_by_llmc); ask the "
+    "user to delete any other file."
+)
+
+
+def _record(item: Mapping[str, Any]) -> OutputRecord | None:
+    try:
+        record = OutputRecord(**{name: item[name] for name in OutputRecord.__dataclass_fields__})
+    except (KeyError, TypeError):
+        return None
+    return record if isinstance(record.path, str) else None
+
+
+def _unlink_with_sidecars(workspace: Workspace, path: Path, record: OutputRecord) -> list[str]:
+    """Unlink ``path`` and its regular-file sidecars, through a handle on the folder checked.
+
+    The folder is opened once and must really be ``path``'s (no link swapped in since it was
+    resolved); the file's identity is checked in that folder right before the unlink.
+    """
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+        if os.readlink(f"/proc/self/fd/{fd}") != str(path.parent) or not record.describes(info):
+            raise RemoveRefused(
+                f"path: '{record.path}' changed while it was being removed; nothing was deleted.",
+                fix="Look at it again with files.list() before removing it.",
+            )
+        os.unlink(path.name, dir_fd=fd)
+        removed = [record.path]
+        for suffix in SIDECAR_SUFFIXES:
+            name = path.name + suffix
+            try:
+                if stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    os.unlink(name, dir_fd=fd)
+                    removed.append(workspace.relative(path.parent / name))
+            except FileNotFoundError:
+                continue
+    finally:
+        os.close(fd)
+    return removed
 
 
 def _move_into_place(tmp: Path, dst: Path) -> None:

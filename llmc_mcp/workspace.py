@@ -58,7 +58,7 @@ class Workspace:
         except FileNotFoundError:
             raise NotFound(
                 f"{argument}: '{name}' does not exist in the workspace.",
-                fix="Check the name; list what you have with raster.info on a known file or ask the user.",
+                fix="Check the name; files.list() (classic mode: the files_list tool) shows what there is.",
             ) from None
         if not stat.S_ISREG(mode):
             raise PathRefused(f"{argument}: '{name}' is not a regular file.", fix=_FIX)

@@ -15,7 +15,15 @@ from tests.mcp_helpers import agreement_with_in_memory_warp, justification_for, 
 pytestmark = pytest.mark.anyio
 
 ERAS = ["auto", "legacy"]
-OPERATION_TOOLS = ["crs_info", "raster_convert", "raster_info", "raster_reproject", "raster_stats"]
+OPERATION_TOOLS = [
+    "crs_info",
+    "files_list",
+    "files_remove",
+    "raster_convert",
+    "raster_info",
+    "raster_reproject",
+    "raster_stats",
+]
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
 
 

@@ -111,7 +111,8 @@ def test_gated_operations_name_their_domains_in_the_stub(stubs: StubSet, op: Any
 
 def test_stubs_command_writes_importable_files(tmp_path: Path) -> None:
     assert main(["stubs", "--out", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["INDEX.md", "crs.py", "raster.py", "reflection.py"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["INDEX.md", "crs.py", "files.py", "raster.py", "reflection.py"]
     for path in tmp_path.glob("*.py"):
         compile(path.read_text(), path.name, "exec")
 

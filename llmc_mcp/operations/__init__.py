@@ -4,10 +4,18 @@ sandbox bindings) picks it up; nothing else needs editing."""
 from __future__ import annotations
 
 from llmc_mcp.errors import NotFound
-from llmc_mcp.operations import crs, raster
+from llmc_mcp.operations import crs, files, raster
 from llmc_mcp.operations.catalog import Operation, OperationContext
 
-CATALOG: tuple[Operation, ...] = (raster.info, raster.stats, raster.reproject, raster.convert, crs.info)
+CATALOG: tuple[Operation, ...] = (
+    raster.info,
+    raster.stats,
+    raster.reproject,
+    raster.convert,
+    crs.info,
+    files.list,
+    files.remove,
+)
 
 NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))
 

@@ -1,4 +1,4 @@
-"""Result models and closed vocabularies of the raster and CRS operations.
+"""Result models and closed vocabularies of the raster, CRS and files operations.
 
 These models are part of the public contract: the faces render them as JSON
 and the stubs show their fields to agents, so every field carries a
@@ -190,3 +190,58 @@ class CrsInfo(_Model):
         "'direction from centre'. Empty for unprojected CRSs and compromise/unknown projections."
     )
     wkt: str | None = Field(None, description="WKT2 definition; only filled when asked for (include_wkt).")
+
+
+class RasterSummary(_Model):
+    """A raster in one line, from its header: what ``files.list`` shows beside each raster file."""
+
+    driver: str = Field(description="GDAL driver that read the file, e.g. 'GTiff'.")
+    width: int = Field(description="Number of columns (pixels).")
+    height: int = Field(description="Number of rows (pixels).")
+    count: int = Field(description="Number of bands.")
+    dtype: str = Field(description="Data type of the bands, e.g. 'uint8'; comma-separated when they differ.")
+    crs: str | None = Field(
+        description="'EPSG:<code>' when the CRS is exactly an EPSG definition, else its name; null when the "
+        "file has none."
+    )
+
+
+class FileEntry(_Model):
+    """One file of the workspace, as ``files.list`` shows it."""
+
+    name: str = Field(description="Workspace-relative name, as every operation takes it.")
+    size_bytes: int = Field(description="Size in bytes (of the link itself for a link that is not followed).")
+    modified: str = Field(description="Last modification time, ISO 8601 in UTC.")
+    written_by_llmc: bool = Field(
+        description="True when llmc-mcp wrote the file and nobody changed it since: files.remove accepts it."
+    )
+    raster: RasterSummary | None = Field(
+        description="For a raster file (by suffix) that passed the input checks: its summary; else null."
+    )
+    refused: str | None = Field(
+        description="Why the file cannot be used as an input: a link not followed, a raster refused by the "
+        "hostile-file checks or one GDAL cannot open, with the fix; null otherwise."
+    )
+
+
+class FileListing(_Model):
+    """What ``files.list`` found, bounded."""
+
+    files: list[FileEntry] = Field(description="Matching files, sorted by name; at most 1,000.")
+    truncated: int = Field(description="How many more files matched and are not shown (0 when none).")
+    summaries_skipped: int = Field(
+        description="How many raster files are shown without a summary because at most 200 are read per call."
+    )
+    note: str | None = Field(description="What was left out and how to narrow the pattern; else null.")
+
+
+class RemovedFile(_Model):
+    """What ``files.remove`` deleted."""
+
+    path: str = Field(description="The file removed.")
+    removed: list[str] = Field(
+        description="Every file deleted: the file, then its sidecars (.aux.xml, .ovr, .msk)."
+    )
+    freed_bytes: int = Field(description="Quota bytes freed: the file and its sidecars, as written.")
+    session_bytes: int = Field(description="Bytes of outputs this session still holds against its quota.")
+    session_files: int = Field(description="Output files this session still holds against its quota.")

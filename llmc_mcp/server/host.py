@@ -93,6 +93,8 @@ class HostRequests:
             "outputs.begin": self._begin_output,
             "outputs.commit": self._commit_output,
             "outputs.abort": self._abort_output,
+            "outputs.owned": self._owned_outputs,
+            "outputs.remove": self._remove_output,
         }
 
     async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -127,6 +129,13 @@ class HostRequests:
 
     def _abort_output(self, params: Mapping[str, Any]) -> None:
         self._outputs.abort(_session(), str(params.get("token")))
+
+    def _owned_outputs(self, params: Mapping[str, Any]) -> list[str]:
+        return self._outputs.owned()
+
+    def _remove_output(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``files.remove``: decided here, never in the worker, which can write the ledger file."""
+        return self._outputs.remove(_session(), params.get("path")).to_dict()
 
     def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
         op = get_operation(str(params.get("operation")))

@@ -1,0 +1,309 @@
+"""The ``files`` namespace: which files an agent may work on, and tidying up what llmc-mcp wrote.
+
+``files.list`` walks the workspace where the operation runs (the session's worker), headers only, and
+bounded three ways: entries shown (:data:`MAX_ENTRIES`), raster headers read (:data:`MAX_SUMMARIES`)
+and directory entries looked at (:data:`MAX_SCANNED`). Rasters are opened through
+:func:`~llmc_mcp.operations.gdal_env.open_for_read`, so a hostile file is listed with the reason it
+is refused, never opened further and never failing the listing.
+
+``files.remove`` is not decided here: the worker can write anywhere in the workspace, the ledger
+included, so the server checks the ledger's signatures and the file's identity and deletes
+(:meth:`~llmc_mcp.outputs.OutputLedger.remove`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+from rasterio.crs import CRS as RioCRS
+
+from llmc_mcp.crs_text import identify, parse_crs
+from llmc_mcp.errors import LlmcError, PathRefused
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, open_for_read, translate_gdal_error
+from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary, RemovedFile
+from llmc_mcp.workspace import RESERVED_DIRS, check_relative_name
+
+MAX_ENTRIES = 1000
+MAX_SUMMARIES = 200
+"""Raster headers read per listing: each costs an open and the hostile-file checks (a few ms)."""
+MAX_SCANNED = 100_000
+"""Directory entries looked at per listing, matching or not: bounds a walk of a huge data tree."""
+
+RASTER_SUFFIXES = frozenset({
+    ".tif", ".tiff", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".img", ".bil", ".bip", ".bsq", ".asc",
+    ".jp2", ".j2k", ".nc",
+})  # fmt: skip
+"""Files summarised as rasters: the usual names of the formats the read drivers take. Probing every
+file with GDAL instead would open (and parse) whatever the workspace holds, for a summary of none."""
+
+_LINK_REFUSED = (
+    "a symbolic link that leads outside the workspace, into a server folder, to a folder or nowhere; "
+    "not followed. Fix: use the file it points at, if it is inside the workspace."
+)
+_PATTERN_FIX = "Pass a glob relative to the workspace, such as '*.tif', 'data/*.tif' or 'data/**/*.tif'."
+
+
+@operation("files", read_only=False)
+def remove(
+    ctx: OperationContext,
+    path: Annotated[
+        str, Field(description="Workspace-relative file llmc-mcp wrote, e.g. 'out/rgb_4326.tif'.")
+    ],
+) -> RemovedFile:
+    """Delete a file llmc-mcp wrote in this workspace, with its sidecars (.aux.xml, .ovr, .msk).
+
+    Only files that ``files.list`` marks ``written_by_llmc`` are accepted: outputs of raster.reproject
+    or raster.convert that nobody has replaced or modified since. A file the user put there, a file
+    changed since llmc-mcp wrote it, a link, a folder or anything in the server's folders is refused
+    and nothing is deleted. The output quota the file used is freed (``freed_bytes``); the server
+    decides and deletes, never the code that asks.
+
+    Errors: RemoveRefused (not written by llmc-mcp, changed since, a link or a folder), NotFound,
+    PathRefused (outside the workspace, a server folder).
+    """
+    assert ctx.outputs is not None
+    return RemovedFile(**ctx.outputs.remove(path).to_dict())
+
+
+@dataclass(frozen=True)
+class _Glob:
+    """A pattern ready to walk: the folder to start in and what a workspace-relative name must match."""
+
+    start: tuple[str, ...]
+    regex: re.Pattern[str]
+    hidden: bool
+    """Whether the pattern names hidden folders (a component starting with '.'), so the walk enters them."""
+
+
+def _compile(pattern: str, recursive: bool) -> _Glob:
+    parts = check_relative_name(pattern, "pattern").parts
+    if not parts:
+        raise PathRefused(f"pattern: '{pattern}' names no file.", fix=_PATTERN_FIX)
+    if len(parts) == 1 and recursive:
+        parts = ("**", *parts)
+    start: list[str] = []
+    for part in parts[:-1]:
+        if _has_wildcard(part):
+            break
+        start.append(part)
+    pieces = []
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            pieces.append(r"(?:(?!\.)[^/]+/)*" + (r"(?!\.)[^/]+" if last else ""))
+        else:
+            pieces.append(_component(part) + ("" if last else "/"))
+    hidden = any(part.startswith(".") for part in parts)
+    return _Glob(tuple(start), re.compile("".join(pieces)), hidden)
+
+
+def _has_wildcard(part: str) -> bool:
+    return any(c in part for c in "*?[")
+
+
+def _component(part: str) -> str:
+    """One path component of a glob as a regex: nothing in it matches '/', and no wildcard matches a
+    leading '.' (hidden names are listed only when the pattern spells the dot)."""
+    out = [] if part.startswith(".") else [r"(?!\.)"]
+    index = 0
+    while index < len(part):
+        char = part[index]
+        end = part.find("]", index + 2) if char == "[" else -1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif end != -1:
+            body = part[index + 1 : end]
+            negate = body.startswith("!")
+            body = "".join("\\" + c if c in "[]\\^&~|" else c for c in body.removeprefix("!"))
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
+            index = end
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return "".join(out)
+
+
+def _is_temporary(name: str) -> bool:
+    """The hidden name an output has while it is written (``.<name>.partial-<token>.tif``)."""
+    return name.startswith(".") and ".partial-" in name
+
+
+def _walk(
+    root: Path, start: Path, glob: _Glob, recursive: bool
+) -> tuple[list[tuple[str, os.DirEntry]], bool]:
+    """Matching regular files and links under ``start``, and whether :data:`MAX_SCANNED` stopped the walk.
+
+    Links are never followed into folders; the server's folders and temporary outputs are never listed.
+    """
+    prefix = len(str(root)) + 1
+    found: list[tuple[str, os.DirEntry]] = []
+    scanned = 0
+    folders = [start]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                children = [*entries]
+        except OSError:
+            continue  # unreadable, or removed meanwhile: nothing in it can be listed
+        for entry in children:
+            scanned += 1
+            if scanned > MAX_SCANNED:
+                return found, True
+            if entry.is_dir(follow_symlinks=False):
+                reserved = folder == root and entry.name in RESERVED_DIRS
+                hidden = entry.name.startswith(".") and not glob.hidden
+                if recursive and not reserved and not hidden:
+                    folders.append(Path(entry.path))
+                continue
+            if not (entry.is_symlink() or entry.is_file(follow_symlinks=False)) or _is_temporary(entry.name):
+                continue
+            name = entry.path[prefix:]
+            if glob.regex.fullmatch(name):
+                found.append((name, entry))
+    return found, False
+
+
+def _summary(ctx: OperationContext, name: str) -> tuple[RasterSummary | None, str | None]:
+    """The raster's one-line summary from its header, or why it is refused; never raises."""
+    try:
+        with open_for_read(ctx, name, "path") as ds:
+            return (
+                RasterSummary(
+                    driver=ds.driver,
+                    width=ds.width,
+                    height=ds.height,
+                    count=ds.count,
+                    dtype=",".join(dict.fromkeys(ds.dtypes)),
+                    crs=_crs_label(ds.crs),
+                ),
+                None,
+            )
+    except LlmcError as exc:
+        return None, str(exc)
+    except GDAL_ERRORS as exc:
+        text = translate_gdal_error(exc, ctx, ctx.workspace.root / name)
+        return None, f"path: '{name}' could not be described ({text})."
+
+
+def _crs_label(crs: RioCRS | None) -> str | None:
+    if not crs:
+        return None
+    parsed = parse_crs(crs.to_wkt())
+    epsg, _ = identify(parsed)  # strict, as raster.info: a 70% match would name another datum
+    return f"EPSG:{epsg}" if epsg is not None else parsed.name
+
+
+def _entry(
+    ctx: OperationContext, name: str, entry: os.DirEntry, owned: set[str], summarise: bool
+) -> FileEntry:
+    link = entry.is_symlink()
+    followed = not link or ctx.workspace.allows(Path(entry.path))
+    info = entry.stat(follow_symlinks=followed)
+    raster, refused = None, None if followed else _LINK_REFUSED
+    if followed and summarise:
+        raster, refused = _summary(ctx, name)
+    return FileEntry(
+        name=name,
+        size_bytes=info.st_size,
+        modified=datetime.fromtimestamp(info.st_mtime, UTC).isoformat(timespec="seconds"),
+        written_by_llmc=not link and name in owned,
+        raster=raster,
+        refused=refused,
+    )
+
+
+def _note(start: str, exists: bool, truncated: int, stopped: bool, skipped: int) -> str | None:
+    notes = []
+    if not exists:
+        notes.append(f"The folder '{start}' does not exist.")
+    if stopped:
+        notes.append(
+            f"The walk stopped after {MAX_SCANNED:,} entries, so more files may match than shown "
+            "(truncated is a lower bound): name a folder in the pattern, e.g. 'data/**/*.tif'."
+        )
+    elif truncated:
+        notes.append(
+            f"{truncated} more files match than the {MAX_ENTRIES:,} shown: narrow the pattern (e.g. "
+            "'data/*.tif') or pass recursive=False."
+        )
+    if skipped:
+        notes.append(
+            f"{skipped} raster files have no summary (at most {MAX_SUMMARIES} are read per call): narrow "
+            "the pattern, or call raster.info on a file."
+        )
+    return " ".join(notes) or None
+
+
+# Named ``list`` because agents call ``files.list``; below this definition the module's ``list`` is
+# the operation, so nothing in this module calls the builtin.
+@operation("files", read_only=True)
+def list(
+    ctx: OperationContext,
+    pattern: Annotated[
+        str,
+        Field(
+            description="Glob over workspace-relative names: '*' and '?' within one name, '[abc]'/'[!abc]' "
+            "sets, '**' for any number of folders; without a '/', matched against file names in every "
+            "folder (when recursive). Wildcards never match a leading '.'."
+        ),
+    ] = "*",
+    recursive: Annotated[
+        bool, Field(description="Look in sub-folders too; False: only the folder the pattern starts in.")
+    ] = True,
+) -> FileListing:
+    """List the files you may work on: name, size, modification time and, for rasters, a summary.
+
+    The pattern is a glob relative to the workspace: '*.tif' finds GeoTIFFs in every folder,
+    'data/*.tif' only in data/, 'data/**/*.tif' in data/ and below it; recursive=False looks only in
+    the folder the pattern starts in (its leading folders without wildcards). Hidden files are listed
+    only when the pattern spells the leading dot; the server's folders (.preflight/, .llmc/) and
+    outputs still being written are never listed. Links are not followed into folders; a link leading
+    out of the workspace is listed with ``refused`` and its own size.
+
+    Raster files (.tif, .tiff, .png, .jpg, .jpeg, .gif, .bmp, .img, .bil, .bip, .bsq, .asc, .jp2,
+    .j2k, .nc) get ``raster``: driver, size, bands, data type and CRS, read from the header only and
+    through the same checks as every input, so a refused file shows why in ``refused`` instead. At
+    most 1,000 files are shown (``truncated`` counts the rest) and 200 summaries are read per call
+    (``summaries_skipped``); ``note`` says how to narrow the pattern. ``written_by_llmc`` marks the
+    files files.remove accepts.
+
+    Errors: PathRefused for a pattern with '..', an absolute path, a URL or a server folder.
+    """
+    glob = _compile(pattern, recursive)
+    root = ctx.workspace.root
+    start = root.joinpath(*glob.start)
+    if start.resolve() != start:
+        raise PathRefused(
+            f"pattern: '{'/'.join(glob.start)}' goes through a symbolic link; links are not followed.",
+            fix="Name the folder the link points at, if it is inside the workspace.",
+        )
+    exists = start.is_dir()
+    found, stopped = _walk(root, start, glob, recursive) if exists else ([], False)
+    found.sort(key=lambda item: item[0])
+    shown = found[:MAX_ENTRIES]
+    assert ctx.outputs is not None
+    owned = set(ctx.outputs.owned()) if shown else set()
+    entries, summaries, skipped = [], 0, 0
+    for name, entry in shown:
+        raster_file = Path(name).suffix.lower() in RASTER_SUFFIXES
+        summarise = raster_file and summaries < MAX_SUMMARIES
+        summaries += summarise
+        skipped += raster_file and not summarise
+        entries.append(_entry(ctx, name, entry, owned, summarise))
+    truncated = len(found) - len(shown)
+    return FileListing(
+        files=entries,
+        truncated=truncated,
+        summaries_skipped=skipped,
+        note=_note("/".join(glob.start), exists, truncated, stopped, skipped),
+    )
