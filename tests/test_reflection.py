@@ -23,7 +23,7 @@ REPROJECT = get_operation("raster.reproject")
 CONVERT = get_operation("raster.convert")
 EXAMPLE_ARGS = {
     "justify_crs_selection": {"dst_crs": "EPSG:6933"},
-    "justify_resampling_method": {"method": "bilinear"},
+    "justify_resampling_method": {"method": "bilinear", "data": "continuous", "purpose": "warping"},
     "justify_lossy_compression": {"compress": "JPEG", "driver": "COG"},
 }
 SUBJECTS = {
@@ -37,7 +37,11 @@ def justification(method: str, **overrides: object) -> dict:
     data = {
         "intent": "Land cover classes must keep their codes for an area tally.",
         "alternatives": [{"method": "an alternative", "why_not": "It would not preserve what matters."}],
-        "choice": {"method": method, "rationale": "It preserves what matters.", "tradeoffs": "Some."},
+        "choice": {
+            "method": method,
+            "rationale": "It preserves what matters here.",
+            "tradeoffs": "Edges may look blocky.",
+        },
         "confidence": "medium",
     }
     data.update(overrides)
@@ -71,11 +75,23 @@ def test_each_prompt_renders_under_300_tokens(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLE_ARGS))
-def test_each_prompt_example_json_validates_against_the_schema(name: str) -> None:
+def test_each_prompt_example_shows_the_shape_and_cannot_be_persisted_as_it_is(name: str) -> None:
+    """Guards against examples that read as true reasoning for the value decided (copied, they passed).
+
+    The example has exactly the schema's fields, with the value being justified in choice.method,
+    and every other text a placeholder that validation refuses, each one named.
+    """
     template = PromptLibrary.default().get(name)
     domain, subject = SUBJECTS[name]
     decision = Decision(domain, name, EXAMPLE_ARGS[name], subject)
-    validate_justification(template.example(EXAMPLE_ARGS[name]), decision)
+    example = template.example(EXAMPLE_ARGS[name])
+    assert set(example) == {"intent", "alternatives", "choice", "confidence"}
+    assert example["choice"]["method"] == EXAMPLE_ARGS[name][subject]
+    with pytest.raises(JustificationInvalid) as refused:
+        validate_justification(example, decision, template.render(EXAMPLE_ARGS[name]))
+    problems = " ".join(refused.value.details["errors"])
+    for field in ("intent", "choice.rationale", "choice.tradeoffs", "alternatives.0.why_not", "confidence"):
+        assert field in problems, problems
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLE_ARGS))
@@ -93,7 +109,8 @@ def test_a_custom_wkt_crs_is_named_not_pasted_into_the_prompt() -> None:
 
 def test_rendering_with_an_unknown_argument_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="no argument"):
-        PromptLibrary.default().get("justify_resampling_method").render({"method": "x", "extra": 1})
+        arguments = {"method": "x", "data": "continuous", "purpose": "warping", "extra": 1}
+        PromptLibrary.default().get("justify_resampling_method").render(arguments)
 
 
 # Schema
@@ -184,7 +201,8 @@ def test_equivalent_crs_spellings_share_one_justification(gate: Gate, workspace_
 def test_a_new_method_with_a_known_crs_asks_only_about_the_method(gate: Gate, workspace_dir: Path) -> None:
     satisfy(gate, reproject_args(workspace_dir))
     hints = gate.check(REPROJECT, reproject_args(workspace_dir, resampling="bilinear"))
-    assert [(h.domain, h.prompt_args) for h in hints] == [("resampling", {"method": "bilinear"})]
+    expected = {"method": "bilinear", "data": "unknown", "purpose": "warping"}
+    assert [(h.domain, h.prompt_args) for h in hints] == [("resampling", expected)]
 
 
 def test_editing_a_prompt_invalidates_its_justifications(gate: Gate, workspace_dir: Path) -> None:
@@ -283,8 +301,8 @@ def test_building_overviews_asks_about_their_resampling(gate: Gate) -> None:
     args = CONVERT.validate(
         {"src": "RGB.byte.tif", "dst": "c.tif", "overviews": [2, 4], "overview_resampling": "average"}
     )
-    assert [(h.domain, h.prompt_args) for h in gate.check(CONVERT, args)] == [
-        ("resampling", {"method": "average"})
+    assert [(h.domain, h.prompt_args) for h in gate.check(CONVERT, args, facts={"data": "continuous"})] == [
+        ("resampling", {"method": "average", "data": "continuous", "purpose": "overviews"})
     ]
 
 

@@ -60,7 +60,8 @@ async def test_instructions_describe_classic_mode(client: Client) -> None:
 async def test_the_reflection_prompts_are_mcp_prompts(client: Client) -> None:
     prompts = {p.name for p in (await client.list_prompts()).prompts}
     assert prompts == {"justify_crs_selection", "justify_resampling_method", "justify_lossy_compression"}
-    got = await client.get_prompt("justify_resampling_method", {"method": "bilinear"})
+    arguments = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
+    got = await client.get_prompt("justify_resampling_method", arguments)
     assert '"bilinear"' in got.messages[0].content.text
 
 

@@ -61,6 +61,9 @@ class Operation:
     hints: Mapping[str, Any] = field(default_factory=dict)
     preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None
     """Cross-argument checks (conflicts, values the source file cannot take) run before the gate."""
+    facts: Callable[[OperationContext, Mapping[str, Any]], dict[str, str]] | None = None
+    """What the gate must know about the data a decision concerns (``{"data": "categorical"}``), read
+    from the inputs' headers where the operation runs; decisions are scoped by it."""
 
     @property
     def qualname(self) -> str:
@@ -101,11 +104,11 @@ class Operation:
             ) from None
         return {name: getattr(model, name) for name in self.arguments.model_fields}
 
-    def decisions(self, args: Mapping[str, Any]) -> list[Decision]:
-        """The consequential choices these (validated) arguments make, one per applicable spec."""
+    def decisions(self, args: Mapping[str, Any], facts: Mapping[str, str] | None = None) -> list[Decision]:
+        """The consequential choices these (validated) arguments make on data with these ``facts``."""
         found = []
         for spec in self.reflection:
-            decision = spec.decide(args)
+            decision = spec.decide(args, facts or {})
             if decision is not None:
                 found.append(decision)
         return found
@@ -137,6 +140,7 @@ def operation(
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
     preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None,
+    facts: Callable[[OperationContext, Mapping[str, Any]], dict[str, str]] | None = None,
 ) -> Callable[[Callable[..., BaseModel]], Operation]:
     """Register a function as a catalog operation; its first parameter must be ``ctx``."""
 
@@ -174,6 +178,7 @@ def operation(
             outputs=outputs,
             hints={p.name: hints[p.name] for p in public},
             preflight=preflight,
+            facts=facts,
         )
 
     return wrap

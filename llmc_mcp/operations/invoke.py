@@ -20,7 +20,7 @@ from llmc_mcp.operations.gdal_env import gdal_env
 class GateLike(Protocol):
     """The local :class:`~llmc_mcp.reflection.gate.Gate`, or the worker's proxy to the server's."""
 
-    def require(self, op: Operation, args: Mapping[str, Any]) -> None: ...
+    def require(self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]) -> None: ...
 
 
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
@@ -28,5 +28,6 @@ def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mappi
     with gdal_env(ctx):
         op.check(ctx, args)
         if op.reflection:
-            gate.require(op, args)
+            facts = op.facts(ctx, args) if op.facts is not None else {}
+            gate.require(op, args, facts)
         return op.run(ctx, args)

@@ -93,13 +93,21 @@ class Gate:
     def key(self, decision: Decision) -> str:
         return cache_key(decision.domain, self.prompts.get(decision.prompt).hash, decision.args)
 
-    def check(self, op: Operation, args: Mapping[str, Any], *, session: str | None = None) -> list[Hint]:
+    def check(
+        self,
+        op: Operation,
+        args: Mapping[str, Any],
+        *,
+        facts: Mapping[str, str] | None = None,
+        session: str | None = None,
+    ) -> list[Hint]:
         """Hints for every decision of ``op`` that has no valid justification (empty: may run).
 
-        Each hint is bound to ``session``: only that session may persist a justification for it.
+        ``facts`` describe the data (see :func:`~llmc_mcp.reflection.specs.check_facts`); decisions
+        are scoped by them. Each hint is bound to ``session``: only it may persist a justification.
         """
         hints = []
-        for decision in op.decisions(args):
+        for decision in op.decisions(args, facts):
             key = self.key(decision)
             if self.store.get(decision.domain, key) is not None:
                 continue
@@ -117,8 +125,15 @@ class Gate:
             hints.append(hint)
         return hints
 
-    def require(self, op: Operation, args: Mapping[str, Any], *, session: str | None = None) -> None:
-        hints = self.check(op, args, session=session)
+    def require(
+        self,
+        op: Operation,
+        args: Mapping[str, Any],
+        facts: Mapping[str, str] | None = None,
+        *,
+        session: str | None = None,
+    ) -> None:
+        hints = self.check(op, args, facts=facts, session=session)
         if hints:
             raise ReflectionRequired(hints, self.next_action)
 
@@ -151,7 +166,7 @@ class Gate:
                 f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
                 fix=f"Persist it with domain={hint.domain!r}.",
             )
-        valid = validate_justification(justification, decision)
+        valid = validate_justification(justification, decision, hint.prompt_text)
         try:
             self.store.put(
                 Record(

@@ -49,8 +49,21 @@ class Justification(BaseModel):
     confidence: Literal["low", "medium", "high"]
 
 
-def validate_justification(payload: Any, decision: Decision) -> Justification:
-    """Validate shape, size and the tie to ``decision``; field-level errors go back to the agent."""
+MIN_WORDS = {"intent": 4, "choice.rationale": 4, "choice.tradeoffs": 3, "why_not": 3}
+"""Words of their own each text field needs: "Some." or "OK" says nothing a reviewer could check, and
+four words is the least that names a purpose ("keep exact class codes"). Stated in every prompt."""
+_PLACEHOLDER = re.compile(r"<[^<>]{2,}>")
+_COPY_MIN_WORDS = 3
+
+
+def validate_justification(payload: Any, decision: Decision, prompt_text: str = "") -> Justification:
+    """Validate shape, size, content and the tie to ``decision``; every problem is reported at once.
+
+    Beyond the schema, a justification must be the agent's own reasoning about this decision: no
+    field may still hold a ``<placeholder>`` or reproduce text of the prompt it answers
+    (``prompt_text``), each text field has :data:`MIN_WORDS`, ``choice.method`` must be the value
+    being justified, and that value must not also be listed as a rejected alternative.
+    """
     try:
         size = len(json.dumps(payload, default=str))
     except RecursionError:
@@ -59,33 +72,87 @@ def validate_justification(payload: Any, decision: Decision) -> Justification:
         size = MAX_JUSTIFICATION_CHARS + 1
     if size > MAX_JUSTIFICATION_CHARS:
         _fail([f"justification: {size} characters serialized, the limit is {MAX_JUSTIFICATION_CHARS}"])
+    errors: list[str] = []
+    justification: Justification | None = None
     try:
         justification = Justification.model_validate(payload)
     except ValidationError as exc:
-        _fail(
-            [
-                f"{'.'.join(str(p) for p in err['loc']) or 'justification'}: {err['msg']}"
-                for err in exc.errors(include_url=False)
-            ]
-        )
+        errors += [
+            f"{'.'.join(str(p) for p in err['loc']) or 'justification'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        ]
+    fields = _text_fields(payload)
+    errors += _tie_problems(fields, decision)
+    errors += _content_problems(fields, _normalized(prompt_text))
+    if errors or justification is None:
+        _fail(errors or ["justification: not a justification"])
+    return justification
+
+
+def _text_fields(payload: Any) -> dict[str, str]:
+    """Every text field of a payload, by its path, read without trusting its shape."""
+    if not isinstance(payload, dict):
+        return {}
+    fields: dict[str, str] = {}
+    if isinstance(payload.get("intent"), str):
+        fields["intent"] = payload["intent"]
+    choice = payload.get("choice")
+    if isinstance(choice, dict):
+        for key in ("method", "rationale", "tradeoffs"):
+            if isinstance(choice.get(key), str):
+                fields[f"choice.{key}"] = choice[key]
+    alternatives = payload.get("alternatives")
+    if isinstance(alternatives, list):
+        for i, alternative in enumerate(alternatives[:10]):
+            if isinstance(alternative, dict):
+                for key in ("method", "why_not"):
+                    if isinstance(alternative.get(key), str):
+                        fields[f"alternatives.{i}.{key}"] = alternative[key]
+    return fields
+
+
+def _tie_problems(fields: dict[str, str], decision: Decision) -> list[str]:
+    method = fields.get("choice.method")
+    if method is None:
+        return []
     expected = decision.args[decision.subject]
     try:
-        given = normalize_subject(decision.domain, justification.choice.method)
+        given = normalize_subject(decision.domain, method)
     except Exception:
         # Any failure to read the text (PROJ, a refused definition, a budget) is the text's fault:
         # it is compared as written, and so fails the check below with a field-level error.
-        given = justification.choice.method
+        given = method
+    problems = []
     if given != expected:
-        _fail(
-            [
-                f"choice.method: {justification.choice.method!r} is not the value being justified "
-                f"({expected!r})"
-            ]
-        )
-    rejected = {_safe_normalize(decision.domain, alt.method) for alt in justification.alternatives}
+        problems.append(f"choice.method: {method[:200]!r} is not the value being justified ({expected!r})")
+    rejected = {_safe_normalize(decision.domain, v) for k, v in fields.items() if k.endswith(".method")
+                and k.startswith("alternatives.")}  # fmt: skip
     if expected in rejected:
-        _fail(["alternatives: the chosen method is also listed as a rejected alternative"])
-    return justification
+        problems.append("alternatives: the chosen method is also listed as a rejected alternative")
+    return problems
+
+
+def _content_problems(fields: dict[str, str], prompt: str) -> list[str]:
+    problems = []
+    for path, text in fields.items():
+        if path.endswith("method"):
+            continue
+        if _PLACEHOLDER.search(text):
+            problems.append(f"{path}: still holds a <placeholder> of the example; write your own reasoning")
+            continue
+        words = len(re.findall(r"\w+", text))
+        needed = MIN_WORDS.get(path.split(".")[-1] if path.startswith("alternatives.") else path, 0)
+        if words < needed:
+            problems.append(f"{path}: {words} word(s); say it in at least {needed} words of your own")
+            continue
+        own = _normalized(text)
+        if prompt and len(own.split()) >= _COPY_MIN_WORDS and own in prompt:
+            problems.append(f"{path}: repeats the prompt's text; answer it about your data instead")
+    return problems
+
+
+def _normalized(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 _AUTHORITY_CODE = re.compile(r"\A[A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.\-]+\Z")

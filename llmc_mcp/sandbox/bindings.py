@@ -72,8 +72,9 @@ class RemoteGate:
     def __init__(self, host: HostLink):
         self._host = host
 
-    def require(self, op: Operation, args: Mapping[str, Any]) -> None:
-        answer = self._host.request("gate.check", {"operation": op.qualname, "args": dict(args)})
+    def require(self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]) -> None:
+        request = {"operation": op.qualname, "args": dict(args), "facts": dict(facts)}
+        answer = self._host.request("gate.check", request)
         hints = [gate_module.Hint.model_validate(h) for h in answer.get("hints", [])]
         if hints:
             raise gate_module.ReflectionRequired(hints, str(answer.get("next_action", "")))

@@ -20,6 +20,7 @@ import anyio
 
 from llmc_mcp.errors import InvalidArgument, LlmcError
 from llmc_mcp.operations import get_operation
+from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session
@@ -140,7 +141,8 @@ class HostRequests:
     def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
         op = get_operation(str(params.get("operation")))
         args = op.validate(params.get("args") or {})
-        hints = self._gate.check(op, args, session=current_session.get())
+        facts = check_facts(params.get("facts"))
+        hints = self._gate.check(op, args, facts=facts, session=current_session.get())
         return {"hints": [h.model_dump() for h in hints], "next_action": self._gate.next_action}
 
     def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.reflection.prompts import PromptLibrary
-from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS
+from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS, MIN_WORDS
 from llmc_mcp.reflection.specs import DOMAINS
 from llmc_mcp.sandbox.policy import STDLIB_MODULES
 
@@ -207,6 +207,9 @@ def _render_function(op: Operation, renderer: _Renderer) -> str:
     )
 
 
+EXAMPLE_RESAMPLING = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
+
+
 def _render_reflection() -> str:
     prompts = PromptLibrary.default()
     example = prompts.get("justify_resampling_method")
@@ -216,7 +219,11 @@ def _render_reflection() -> str:
             domains=", ".join(sorted(DOMAINS)),
             max_chars=MAX_JUSTIFICATION_CHARS,
             example_prompt=example.name,
-            example_args=", ".join(f'{a}="bilinear"' for a in example.arguments),
+            example_args=", ".join(f"{a}={EXAMPLE_RESAMPLING[a]!r}" for a in example.arguments),
+            intent_words=MIN_WORDS["intent"],
+            rationale_words=MIN_WORDS["choice.rationale"],
+            tradeoffs_words=MIN_WORDS["choice.tradeoffs"],
+            why_not_words=MIN_WORDS["why_not"],
         )
         .rstrip()
         + "\n"

@@ -24,7 +24,11 @@ REPROJECT = 'raster.reproject("RGB.byte.tif", "{dst}", dst_crs="EPSG:4326", resa
 FORGED = {
     "intent": "Forged by another session to replace the first reasoning.",
     "alternatives": [{"method": "nearest", "why_not": "The attacker does not care."}],
-    "choice": {"method": "", "rationale": "Anything goes.", "tradeoffs": "All of them."},
+    "choice": {
+        "method": "",
+        "rationale": "Anything goes for this attacker.",
+        "tradeoffs": "All of them, silently.",
+    },
     "confidence": "high",
 }
 

@@ -23,7 +23,13 @@ from rasterio.io import DatasetReader
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.models import Compression, OverviewResampling, RasterInfo
-from llmc_mcp.operations.raster.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.operations.raster.output import (
+    creation_options,
+    preflight_output,
+    single_dtype,
+    source_facts,
+    write_output,
+)
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS
 
 AUTO_OVERVIEW_MIN_SIDE = 256
@@ -41,6 +47,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     inputs=("src",),
     outputs=("dst",),
     preflight=_preflight,
+    facts=source_facts,
 )
 def convert(
     ctx: OperationContext,

@@ -77,6 +77,31 @@ def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanF
         plan(ctx, source, **options)
 
 
+def source_facts(ctx: OperationContext, args: Mapping[str, Any]) -> dict[str, str]:
+    """What the gate must know about ``src``: whether its values are categories or measurements.
+
+    Categorical: integer bands with a colour table, or bands declared thematic (GDAL's
+    ``LAYER_TYPE=thematic``, as Erdas/HFA and GDAL's own tools write for class rasters). Everything
+    else is continuous. Read from the header only.
+    """
+    with gdal_env(ctx), open_for_read(ctx, args["src"], "src") as source:
+        return {"data": data_kind(source)}
+
+
+def data_kind(ds: DatasetReader) -> str:
+    integer = np.dtype(ds.dtypes[0]).kind in "iu"
+    for band in ds.indexes:
+        if ds.tags(band).get("LAYER_TYPE", "").lower() == "thematic":
+            return "categorical"
+        if integer:
+            try:
+                ds.colormap(band)
+            except ValueError:
+                continue
+            return "categorical"
+    return "continuous"
+
+
 def write_output(ctx: OperationContext, src: str, dst: str, plan: PlanFunction, **options: Any) -> RasterInfo:
     """Plan, then write ``dst`` from ``src`` atomically; the result is ``raster.info`` of ``dst``."""
     src_path, dst_path = _check_src_dst(ctx, src, dst)

@@ -30,7 +30,13 @@ from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
 from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
-from llmc_mcp.operations.raster.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.operations.raster.output import (
+    creation_options,
+    preflight_output,
+    single_dtype,
+    source_facts,
+    write_output,
+)
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
 
 OUTPUT_BLOCK = 512
@@ -51,6 +57,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     inputs=("src",),
     outputs=("dst",),
     preflight=_preflight,
+    facts=source_facts,
 )
 def reproject(
     ctx: OperationContext,
