@@ -1,7 +1,7 @@
 """Real third-party Python MCP clients against llmc-mcp: openai-agents, pydantic-ai, langchain, fastmcp.
 
 Each client lives in its own virtualenv under ``.clients/`` (``scripts/install-python-clients``
-installs it from ``tests/clients/python/<name>.lock``: each pins its own ``mcp``, DD-MCP-029). A
+installs it from ``tests/clients/python/<name>.lock``: each pins its own ``mcp``, DD-MCP-031). A
 scenario script in ``tests/clients/python`` drives the client's own MCP API (no LLM) against the
 real ``llmc-mcp`` console script, over stdio or streamable HTTP, and prints one JSON line; the tests
 here run each scenario once and check it:
@@ -172,6 +172,13 @@ def _output_epsg(workspace: Path) -> int | None:
         return out.crs.to_epsg()
 
 
+def _record_timings(request: pytest.FixtureRequest, run: Run) -> None:
+    """Connect, first call and whole-scenario times, as user properties (shown by ``--junitxml``)."""
+    for key in ("connect", "first_call"):
+        request.node.user_properties.append((f"{key}_s", run.summary["timings"][key]))
+    request.node.user_properties.append(("scenario_s", round(run.wall_s, 2)))
+
+
 def _check_handshake(run: Run) -> None:
     s, case = run.summary, run.case
     assert s["client"] and s["version"]
@@ -185,11 +192,11 @@ def _check_handshake(run: Run) -> None:
 
 
 @pytest.mark.parametrize("case", cases("code"))
-def test_code_mode_gated_reprojection(scenario, case: Case, record_property) -> None:
+def test_code_mode_gated_reprojection(scenario, case: Case, request: pytest.FixtureRequest) -> None:
     """The miss names both decisions; one execute_code persists both and the reprojection completes."""
     run = scenario(case)
     s = run.summary
-    record_property("first_call_s", s["timings"]["first_call"])
+    _record_timings(request, run)
     _check_handshake(run)
     miss = s["miss"]
     assert miss["is_error"] and miss["error_type"] == "ReflectionRequired"
@@ -227,11 +234,11 @@ def test_code_mode_variable_read_back(scenario, case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", cases("classic"))
-def test_classic_mode_gated_reprojection(scenario, case: Case, record_property) -> None:
+def test_classic_mode_gated_reprojection(scenario, case: Case, request: pytest.FixtureRequest) -> None:
     """raster_reproject misses; persist_justification for each hint; the retry writes EPSG:4326."""
     run = scenario(case)
     s = run.summary
-    record_property("first_call_s", s["timings"]["first_call"])
+    _record_timings(request, run)
     _check_handshake(run)
     assert s["width"] == 791
     miss = s["miss"]
@@ -240,3 +247,14 @@ def test_classic_mode_gated_reprojection(scenario, case: Case, record_property) 
     assert not s["retry"]["is_error"], s["retry"]["text"]
     assert s["retry"]["epsg"] == 4326
     assert _output_epsg(run.workspace) == 4326
+
+
+@pytest.mark.parametrize("mode", ["code", "classic"])
+def test_langchain_per_call_over_http_persist_is_refused(scenario, mode: str) -> None:
+    """What the xfail above stands for, exactly: the hint belongs to the previous mcp-session-id."""
+    s = scenario(Case("langchain-mcp-adapters", "http", mode, "per-call")).summary
+    assert s["miss"]["domains"] == ["crs_datum", "resampling"]
+    refusals = [s["retry"]] if mode == "code" else s["persisted"]
+    for refused in refusals:
+        assert refused["is_error"] and refused["error_type"] == "not_found", refused["text"]
+        assert "was not issued to this session" in refused["text"]

@@ -91,7 +91,8 @@ def brief(result: Result) -> dict[str, Any]:
         "is_error": result.is_error,
         "structured": result.structured is not None,
         "result": data.get("result"),
-        "error_type": error.get("type") if isinstance(error, dict) else error,
+        # code mode: {"error": {"type": ...}}; classic mode: {"type": ..., "message": ...}
+        "error_type": error.get("type") if isinstance(error, dict) else (error or data.get("type")),
         "session": data.get("session"),
         "text": result.text[:400],
     }
