@@ -18,16 +18,19 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from llmc_mcp import __version__
 from llmc_mcp.operations import CATALOG, Operation
 from llmc_mcp.reflection.prompts import PromptTemplate
+from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.base import LlmcServer
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
 from llmc_mcp.server.results import error_result, exception_result, ok_result
 from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
 from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
@@ -39,7 +42,7 @@ NEXT_ACTION = (
 
 def build_classic_server(runtime: Runtime) -> MCPServer:
     pool = worker_pool(runtime)
-    server = MCPServer(
+    server = LlmcServer(
         "llmc-mcp", instructions=classic_instructions(), version=__version__, lifespan=worker_lifespan(pool)
     )
     server.pool = pool  # type: ignore[attr-defined]
@@ -56,7 +59,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
             ),
             structured_output=False,
         )
-        _forbid_unknown_arguments(server, op.tool_name)
+        forbid_unknown_arguments(server, op.tool_name)
     server.add_tool(
         _persist_tool(runtime),
         name="persist_justification",
@@ -67,25 +70,17 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
         structured_output=False,
     )
-    _forbid_unknown_arguments(server, "persist_justification")
+    forbid_unknown_arguments(server, "persist_justification")
+    # The argument is checked by the gate (every problem at once), but published with its real shape
+    # so strict converters know it, instead of an open object they would turn into an empty one.
+    persist = server._tool_manager.get_tool("persist_justification")
+    persist.parameters["properties"]["justification"] = {
+        **model_schema(Justification),
+        "description": persist.parameters["properties"]["justification"].get("description", ""),
+    }
     for template in runtime.gate.prompts:
         server.add_prompt(_prompt(template))
     return server
-
-
-def _forbid_unknown_arguments(server: MCPServer, name: str) -> None:
-    """The SDK's argument model ignores unknown keys; make them an error that names the key.
-
-    An option the agent misspells (``include_wtk``) must not be silently dropped. There is no
-    public hook for this in mcp 2.3, so the tool's argument model is replaced by a subclass with
-    ``extra="forbid"`` and the published schema says ``additionalProperties: false``.
-    """
-    tool = server._tool_manager.get_tool(name)
-    base = tool.fn_metadata.arg_model
-    tool.fn_metadata.arg_model = type(
-        base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid")}
-    )
-    tool.parameters["additionalProperties"] = False
 
 
 def _tool_description(op: Operation) -> str:

@@ -20,10 +20,12 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
+from llmc_mcp.server.base import LlmcServer, serve_tools_only
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.results import error_result, exception_result
 from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.server.schemas import forbid_unknown_arguments
 from llmc_mcp.server.sessions import SessionHandles, run_with_handle, worker_lifespan
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
@@ -44,9 +46,10 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     pool = worker_pool(runtime)
     handles = SessionHandles(pool)
     instructions = code_instructions(settings)
-    server = MCPServer(
+    server = LlmcServer(
         "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool)
     )
+    serve_tools_only(server)
     server.pool = pool  # type: ignore[attr-defined]
 
     @server.tool(
@@ -111,6 +114,8 @@ def build_code_server(runtime: Runtime) -> MCPServer:
             return exception_result(exc, "execute_code")
         return execute_result(result, settings.output_limit)
 
+    for name in ("00_INIT", "read_stubs", "execute_code"):
+        forbid_unknown_arguments(server, name)
     return server
 
 

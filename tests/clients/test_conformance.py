@@ -24,8 +24,6 @@ APPLICABLE = [
     ("code", "server-initialize"),
     ("code", "ping"),
     ("code", "tools-list"),
-    ("code", "resources-list"),
-    ("code", "prompts-list"),
     ("code", "dns-rebinding-protection"),
     ("code", "server-sse-multiple-streams"),
     ("classic", "server-initialize"),
