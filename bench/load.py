@@ -282,7 +282,7 @@ async def normal_session(
                 zone = 1 + (index + step) % 60
                 code = (f'raster.reproject("RGB.byte.tif", "miss_{index}.tif", dst_crs="EPSG:327{zone:02d}", '
                         'resampling="bilinear", width=64)')  # fmt: skip
-                await call("miss", code, lambda d: False, expected="ReflectionRequired")
+                await call("miss", code, lambda d: False, expected="reflection_required")
             due = phase.started + offset * phase_seconds
             if phase.name in ("baseline", "misbehaving") and phase.name not in persisted_in and (
                 herd or time.monotonic() >= due
@@ -295,7 +295,7 @@ async def persist_and_retry(index: int, tag: str, call: Callable[..., Any]) -> N
     zone = 1 + (index * 2 + (tag == "misbehaving")) % 60
     crs, out = f"EPSG:326{zone:02d}", f"out_s{index}_{tag}.tif"
     first = f'raster.reproject("RGB.byte.tif", {out!r}, dst_crs={crs!r}, resampling="nearest", width=200)'
-    data = await call("reproject", first, lambda d: d["ok"], expected="ReflectionRequired")
+    data = await call("reproject", first, lambda d: d["ok"], expected="reflection_required")
     if data is None or data.get("ok"):
         return
     hints = data["reflection_required"]

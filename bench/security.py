@@ -63,7 +63,7 @@ async def attempt(client: Client, attack: Attack, ws: Path, limit: int) -> tuple
     if snapshot(ws / ".preflight") != store:
         return "FAILED", "the justification store changed"
     gate = await execute(client, GATE_PROBE)
-    if (gate.get("error") or {}).get("type") != "ReflectionRequired" or (ws / "gate_probe.tif").exists():
+    if (gate.get("error") or {}).get("type") != "reflection_required" or (ws / "gate_probe.tif").exists():
         return "FAILED", f"the gate did not refuse afterwards: {gate.get('error')}"
     if (await execute(client, "1 + 1")).get("result") != 2:
         return "FAILED", "the server did not answer the next request"

@@ -128,7 +128,7 @@ async def test_gated_reprojection_completes_in_two_calls(
         )
         assert miss.is_error
         data = structured(miss)
-        assert data["error"]["type"] == "ReflectionRequired"
+        assert data["error"]["type"] == "reflection_required"
         hints = data["reflection_required"]
         assert [h["domain"] for h in hints] == ["crs_datum", "resampling"]
         assert all(h["prompt_text"] and h["hash"].startswith("sha256:") for h in hints)

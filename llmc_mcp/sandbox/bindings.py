@@ -34,8 +34,11 @@ class HostLink(Protocol):
 class ApiError(Exception):
     """An error from the raster API, as plain data: ``type``, ``message``, ``fix``, ``details``.
 
-    Every attribute is a string or bounded JSON data (:func:`to_plain`), whatever the caller passed,
-    so an error never carries a library object into the sandbox.
+    ``type`` is the error's kind in snake_case (``"invalid_argument"``, ``"reflection_required"``),
+    the same string a classic tool result and execute_code's ``error.type`` carry; the class names
+    (``ApiError``, ``ReflectionRequired``) are CamelCase, as Python's are. Every attribute is a
+    string or bounded JSON data (:func:`to_plain`), whatever the caller passed, so an error never
+    carries a library object into the sandbox.
     """
 
     def __init__(self, data: Mapping[str, Any]):
@@ -187,12 +190,21 @@ def call_operation(
 
 
 def build_modules(ctx: OperationContext, host: HostLink, prompts: PromptLibrary) -> dict[str, ModuleProxy]:
-    """One proxy per catalog namespace, plus ``reflection``."""
+    """One proxy per catalog namespace, plus ``reflection``.
+
+    Every namespace also carries ``ApiError``, because every stub says its functions raise it: an
+    agent writes ``except raster.ApiError`` or ``from raster import ApiError`` and both must work
+    (it is also a builtin). It is a plain exception class of plain attributes, so exposing it
+    under more names opens nothing the builtin did not.
+    """
     operations = build_operations(ctx, host)
     modules = {
         namespace: ModuleProxy(
             namespace,
-            {op.name: operations[op.qualname] for op in CATALOG if op.namespace == namespace},
+            {
+                **{op.name: operations[op.qualname] for op in CATALOG if op.namespace == namespace},
+                "ApiError": ApiError,
+            },
         )
         for namespace in NAMESPACES
     }

@@ -4,6 +4,15 @@ One :class:`Session` holds one MCP session's variables. Code is compiled by
 RestrictedPython; if the last statement is an expression its value is
 returned, as in a notebook. Errors are reported as plain data: type, message,
 the line in the agent's code, and a traceback trimmed to the agent's frames.
+
+``error.type`` follows one rule (DD-MCP-033). An API error (an :class:`ApiError`
+that escaped the cell, a gate miss included) is reported by its kind, the
+snake_case string ``e.type`` holds and classic results carry
+(``"invalid_argument"``, ``"reflection_required"``). Anything else that ended
+the cell is reported by the CamelCase name of the Python exception class, the
+name an ``except`` clause would use (``"NameError"``, ``"PolicyError"``), or of
+the limit that stopped it (``"Timeout"``). So snake_case means "catch ApiError
+and read e.type"; CamelCase means "your code (or its limits) raised this".
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from llmc_mcp.sandbox.policy import (
     OutputBuffer,
     PolicyError,
     SandboxClasses,
+    advise,
     build_builtins,
     clean_text,
     cut,
@@ -31,6 +41,7 @@ from llmc_mcp.sandbox.policy import (
     guarded_getattr,
     guarded_getitem,
     inplace_var,
+    instead,
     make_import_hook,
     stdlib_proxy,
     to_plain,
@@ -107,7 +118,8 @@ class Session:
         except SyntaxError as exc:
             return _failure("SyntaxError", str(exc.msg or exc), "", exc.lineno or 0, output)
         except _PolicyViolations as exc:
-            return _failure("PolicyError", "; ".join(exc.errors), "", _first_line(exc.errors), output)
+            errors = [advise(error) for error in exc.errors]
+            return _failure("PolicyError", "; ".join(errors), "", _first_line(exc.errors), output)
         except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
             # The parser's and RestrictedPython's limits on deeply nested code, or NUL bytes.
             message = f"the code could not be compiled ({type(exc).__name__}: {_safe_str(exc) or 'too deep'})"
@@ -123,7 +135,7 @@ class Session:
             return _api_failure(exc, _agent_location(exc, lines), output)
         except (PolicyError, ImportError, AttributeError, NameError) as exc:
             kind = "PolicyError" if isinstance(exc, PolicyError) else type(exc).__name__
-            return _failure(kind, str(exc), *_agent_location(exc, lines), output)
+            return _failure(kind, _with_advice(exc), *_agent_location(exc, lines), output)
         except MemoryError:
             return self._out_of_memory(output)
         except RecursionError as exc:
@@ -231,7 +243,9 @@ def _api_failure(exc: ApiError, location: tuple[str, int], output: OutputBuffer)
     (an override would run inside this handler) and every attribute is converted and bounded
     (``details`` may echo arguments the agent passed).
     """
-    kind = "ReflectionRequired" if isinstance(exc, ReflectionRequired) else str(exc.type)
+    # The kind, as ``e.type`` says it and classic results say it: snake_case, one vocabulary. A
+    # ReflectionRequired is always "reflection_required", whatever a forged subclass set as its type.
+    kind = "reflection_required" if isinstance(exc, ReflectionRequired) else str(exc.type)
     result = _failure(kind, str(exc.message), *location, output)
     extra = {"fix": exc.fix, "details": exc.details}
     result["error"].update(to_plain({k: v for k, v in extra.items() if v}, max_chars=MAX_ERROR_CHARS))
@@ -239,6 +253,14 @@ def _api_failure(exc: ApiError, location: tuple[str, int], output: OutputBuffer)
         result["reflection_required"] = to_plain(exc.hints, max_chars=MAX_HINT_CHARS)
         result["next_action"] = cut(str(exc.next_action), MAX_ERROR_CHARS)
     return result
+
+
+def _with_advice(exc: BaseException) -> str:
+    """The message, and for a withheld builtin (``type``, ``dir``, ``open``...) what to use instead."""
+    message = str(exc)
+    name = getattr(exc, "name", None) if type(exc) is NameError else None
+    advice = instead(name) if isinstance(name, str) else ""
+    return f"{message}: it is not available in the sandbox. Instead: {advice}." if advice else message
 
 
 def _safe_str(exc: BaseException) -> str:

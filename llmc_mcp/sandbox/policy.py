@@ -101,7 +101,75 @@ GeneratorExit, classmethod/staticmethod/property (descriptor tricks)."""
 
 
 class PolicyError(Exception):
-    """Raised by a guard; the message says what was refused and why."""
+    """Raised by a guard; the message says what was refused, why, and what to use instead."""
+
+
+_KIND_ADVICE = (
+    "to tell errors apart use e.type (the error's kind, e.g. 'reflection_required') or "
+    "isinstance(e, ApiError); for any other value use isinstance(x, SomeClass)"
+)
+_INSTEAD: dict[str, str] = {
+    # Names agents reach for, and the allowed way to get what they wanted. Advice only: nothing
+    # here changes what is refused, and a name with no allowed way (frames, code, globals) has none.
+    "type": _KIND_ADVICE,
+    "__name__": _KIND_ADVICE,
+    "__qualname__": _KIND_ADVICE,
+    "__class__": _KIND_ADVICE,
+    "__module__": _KIND_ADVICE,
+    "mro": "use isinstance(x, SomeClass) or issubclass(A, B)",
+    "__mro__": "use isinstance(x, SomeClass) or issubclass(A, B)",
+    "__bases__": "use issubclass(A, B)",
+    "__doc__": "read_stubs('raster') or read_stubs('raster.reproject') shows the documentation",
+    "dir": "read_stubs('raster') lists a module's functions; an error's attributes are type, message, "
+    "fix and details",
+    "vars": "read the attributes you need by name (an error has type, message, fix, details)",
+    "__dict__": "read the attributes you need by name (an error has type, message, fix, details)",
+    "globals": "variables persist between calls: refer to them by name",
+    "locals": "variables persist between calls: refer to them by name",
+    "open": "files are read and written through the API (raster.*, files.*; see read_stubs())",
+    "object": "define a class without a base (class Point:)",
+    "super": "call the base class by name (Base.method(self, ...)); an exception class needs no "
+    "__init__: class MyError(ValueError): pass, then raise MyError('message')",
+    "__init__": "an exception class needs no __init__: class MyError(ValueError): pass, then "
+    "raise MyError('message'); a class of your own can define __init__ and set self.x",
+    "eval": "write the code directly in the cell",
+    "exec": "write the code directly in the cell",
+    "compile": "write the code directly in the cell",
+    "getattr": "name the attribute directly (x.name); getattr(x, 'name', default) works for public names",
+}
+_PRIVATE_ADVICE = "use the public attributes (read_stubs() documents them)"
+_INTERNALS = frozenset(
+    {"__code__", "__globals__", "__builtins__", "__subclasses__", "__closure__", "__func__", "__self__"}
+)
+"""Private names with no allowed equivalent: they lead only to interpreter internals."""
+
+
+def instead(name: str) -> str:
+    """The allowed way to do what a refused ``name`` is usually reached for; '' when there is none."""
+    return _INSTEAD.get(name, "")
+
+
+def advise(message: str) -> str:
+    """A RestrictedPython compile error with the allowed alternative appended, when there is one.
+
+    RestrictedPython names the refused identifier in double quotes (``"__name__" is an invalid
+    attribute name``); eval/exec calls by the call (``Eval calls are not allowed``).
+    """
+    refused = message.split('"')[1] if message.count('"') >= 2 else ""
+    if not refused:
+        lowered = message.lower()
+        refused = next((name for name in ("eval", "exec", "compile") if f"{name} calls" in lowered), "")
+    advice = instead(refused)
+    method = refused[2:-2] if refused.startswith("__") and refused.endswith("__") else ""
+    if not advice and method and callable(getattr(builtins, method, None)) and method in _SAFE_BUILTIN_NAMES:
+        advice = f"call the builtin: {method}(x)"
+    if not advice and refused.startswith("_") and refused not in _INTERNALS:
+        advice = (
+            f"rename it without the leading underscore ({refused.lstrip('_') or 'x'})"
+            if "variable name" in message
+            else _PRIVATE_ADVICE
+        )
+    return f"{message.rstrip('.')}. Instead: {advice}." if advice else message
 
 
 class ModuleProxy:
@@ -161,13 +229,21 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
     if name.startswith("_"):
-        raise PolicyError(f"Attribute '{name}' is not allowed: names starting with '_' are private.")
+        advice = instead(name) or ("" if name in _INTERNALS else _PRIVATE_ADVICE)
+        raise PolicyError(
+            f"Attribute '{name}' is not allowed: names starting with '_' are private."
+            + (f" Instead: {advice}." if advice else "")
+        )
     if name in ("format", "format_map"):
         raise PolicyError(
             f"'.{name}' is not allowed (it reads attributes named in the template); use f-strings or '%'."
         )
     if name in _FORBIDDEN_ATTRIBUTES:
-        raise PolicyError(f"Attribute '{name}' is not allowed: it leads to interpreter internals.")
+        advice = instead(name)
+        raise PolicyError(
+            f"Attribute '{name}' is not allowed: it leads to interpreter internals."
+            + (f" Instead: {advice}." if advice else "")
+        )
     try:
         value = getattr(obj, name)
     except AttributeError:

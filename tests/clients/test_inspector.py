@@ -152,7 +152,7 @@ def persist_and_retry(hints: list[dict[str, Any]], reissue: bool) -> str:
 def test_gated_reprojection_miss_then_persist_and_retry(call, code_target: Target) -> None:
     miss = tool(call, code_target, "execute_code", {"code": REPROJECT_CALL}, error=True)
     data = miss["structuredContent"]
-    assert data["ok"] is False and data["error"]["type"] == "ReflectionRequired"
+    assert data["ok"] is False and data["error"]["type"] == "reflection_required"
     hints = data["reflection_required"]
     assert [h["domain"] for h in hints] == ["crs_datum", "resampling"]
     assert all(h["hash"].startswith("sha256:") and h["prompt_text"] for h in hints)

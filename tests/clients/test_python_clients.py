@@ -199,7 +199,7 @@ def test_code_mode_gated_reprojection(scenario, case: Case, request: pytest.Fixt
     _record_timings(request, run)
     _check_handshake(run)
     miss = s["miss"]
-    assert miss["is_error"] and miss["error_type"] == "ReflectionRequired"
+    assert miss["is_error"] and miss["error_type"] == "reflection_required"
     assert miss["domains"] == ["crs_datum", "resampling"], miss["text"]
     assert all(h.startswith("sha256:") for h in miss["hashes"])
     retry = s["retry"]

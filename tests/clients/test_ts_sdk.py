@@ -65,7 +65,7 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
         assert "- raster.reproject(src, dst, dst_crs" in summary["readStubs"]["index"]
         assert "def reproject(src: str, dst: str, dst_crs: str" in summary["readStubs"]["raster"]
         assert summary["info"]["ok"] and summary["info"]["result"] == 791
-        assert miss["errorType"] == "ReflectionRequired" and "reflection.persist" in miss["nextAction"]
+        assert miss["errorType"] == "reflection_required" and "reflection.persist" in miss["nextAction"]
         retry = summary["retry"]["structured"]
         assert retry["ok"] and retry["result"]["crs"] == 4326 and retry["result"]["persisted"] == 2
     else:

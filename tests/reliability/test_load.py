@@ -140,7 +140,7 @@ async def session_mix(
                 f'raster.reproject("RGB.byte.tif", "m{index}.tif", dst_crs="+proj=tmerc +lon_0={lon} '
                 f'+datum=WGS84", width=64)'
             )
-            await check(miss, lambda d: d["error"] and d["error"]["type"] == "ReflectionRequired", "miss")
+            await check(miss, lambda d: d["error"] and d["error"]["type"] == "reflection_required", "miss")
         if step % 5 == 0:
             code = 'raster.stats("shade.tif", approx=True)["bands"][0]["valid_count"] > 0'
             await check(code, lambda d: d.get("result") is True, "stats")

@@ -85,7 +85,7 @@ async def test_a_session_over_its_crs_budget_is_refused_and_others_are_not(
         )
         assert "Too many new CRS definitions" in refused["error"]["message"], refused["error"]
         fine = await execute(other, 'raster.reproject("RGB.byte.tif", "o.tif", dst_crs="EPSG:32633")')
-        assert fine["error"]["type"] == "ReflectionRequired", fine["error"]
+        assert fine["error"]["type"] == "reflection_required", fine["error"]
 
 
 def test_a_cached_crs_costs_no_budget() -> None:

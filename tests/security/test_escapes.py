@@ -126,6 +126,6 @@ async def test_the_attack_is_stopped_and_changes_nothing(world: World, attack: A
     assert world.outside_listing() == outside, "a file appeared outside the workspace"
     assert world.store_listing() == store, "the justification store changed"
     gate = await execute(world.client, GATE_PROBE)
-    assert (gate["error"] or {}).get("type") == "ReflectionRequired", gate["error"]
+    assert (gate["error"] or {}).get("type") == "reflection_required", gate["error"]
     assert not (world.workspace / "gate_probe.tif").exists()
     assert (await execute(world.client, "1 + 1"))["result"] == 2

@@ -264,7 +264,7 @@ kept = 1
 raise forged
 """
     answer = session.execute(code)
-    assert answer["error"]["type"] == "ReflectionRequired"
+    assert answer["error"]["type"] == "reflection_required"
     assert len(json.dumps(answer)) < 100_000
     assert session.execute("kept")["result"] == 1
 
