@@ -684,20 +684,21 @@ def test_convert_to_cog_validates_with_auto_overviews(ctx: OperationContext, wor
         overview_resampling="average",
     )
     assert result.overviews == [[2, 4, 8]]  # 1024 -> 512 -> 256 -> 128 (< 256: stop)
+    assert (result.driver, result.layout) == ("GTiff", "COG")  # GDAL reads a COG back as a GTiff
     valid, errors, _ = cog_validate(str(workspace_dir / "cog/shade.tif"))
     assert valid, errors
 
 
 def test_convert_to_cog_without_overviews_is_still_a_cog(ctx: OperationContext, workspace_dir: Path):
     result = call(raster.convert, ctx, src="RGB.byte.tif", dst="c.tif", driver="COG", blocksize=256)
-    assert result.overviews == [[], [], []]
-    assert result.block_shapes == [(256, 256)] * 3
+    assert result.overviews == [[], [], []]  # none unless asked: GDAL alone would pick a method
+    assert result.layout == "COG" and result.block_shapes == [(256, 256)] * 3
     assert cog_validate(str(workspace_dir / "c.tif"))[0]
 
 
 def test_convert_lossless_keeps_pixels_crs_and_nodata(ctx: OperationContext, workspace_dir: Path):
     result = call(raster.convert, ctx, src="RGB.byte.tif", dst="z.tif", compress="ZSTD")
-    assert result.compression == "ZSTD"
+    assert result.compression == "ZSTD" and result.layout is None
     assert result.block_shapes == [(512, 512)] * 3
     with rasterio.open(workspace_dir / "RGB.byte.tif") as a, rasterio.open(workspace_dir / "z.tif") as b:
         assert np.array_equal(a.read(), b.read())

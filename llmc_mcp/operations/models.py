@@ -71,7 +71,9 @@ class RasterInfo(_Model):
     """What a raster file is: grid, georeferencing, layout, encoding and metadata."""
 
     path: str = Field(description="Workspace-relative file name.")
-    driver: str = Field(description="GDAL driver that read the file, e.g. 'GTiff'.")
+    driver: str = Field(
+        description="GDAL driver that read the file, e.g. 'GTiff' (a COG reads as 'GTiff': see layout)."
+    )
     width: int = Field(description="Number of columns (pixels).")
     height: int = Field(description="Number of rows (pixels).")
     count: int = Field(description="Number of bands.")
@@ -95,8 +97,11 @@ class RasterInfo(_Model):
     block_shapes: list[tuple[int, int]] = Field(description="Internal block (rows, cols) of each band.")
     compression: str | None = Field(description="Compression as GDAL reports it, e.g. 'DEFLATE', or null.")
     interleave: str | None = Field(description="'PIXEL' or 'BAND' layout of multi-band data, when known.")
+    layout: str | None = Field(
+        description="'COG' for a Cloud Optimized GeoTIFF (GDAL's IMAGE_STRUCTURE LAYOUT), else null.",
+    )
     overviews: list[list[int]] = Field(
-        description="Overview decimation factors of each band, e.g. [2, 4, 8]."
+        description="Overview decimation factors of each band, e.g. [2, 4, 8]; [] when none were built."
     )
     descriptions: list[str | None] = Field(description="Band descriptions (names), null when unset.")
     colorinterp: list[str] = Field(
@@ -195,7 +200,9 @@ class CrsInfo(_Model):
 class RasterSummary(_Model):
     """A raster in one line, from its header: what ``files.list`` shows beside each raster file."""
 
-    driver: str = Field(description="GDAL driver that read the file, e.g. 'GTiff'.")
+    driver: str = Field(
+        description="GDAL driver that read the file, e.g. 'GTiff' (a COG reads as 'GTiff': see layout)."
+    )
     width: int = Field(description="Number of columns (pixels).")
     height: int = Field(description="Number of rows (pixels).")
     count: int = Field(description="Number of bands.")

@@ -57,10 +57,17 @@ def convert(
     ],
     driver: Annotated[
         Literal["GTiff", "COG"],
-        Field(description="'GTiff', or 'COG' for a Cloud Optimized GeoTIFF (always tiled, overviews last)."),
+        Field(
+            description="'GTiff', or 'COG' for a Cloud Optimized GeoTIFF (always tiled, overviews last; "
+            "the result reports driver 'GTiff' with layout 'COG')."
+        ),
     ] = "GTiff",
     compress: Annotated[
-        Compression, Field(description="Compression; JPEG/WEBP/LERC* are lossy and need a justification.")
+        Compression,
+        Field(
+            description="Compression; JPEG/WEBP/LERC* are lossy and need a justification. Lossy data with "
+            "nodata: the nodata edges become noise (values near, not equal to, nodata)."
+        ),
     ] = "DEFLATE",
     predictor: Annotated[
         Literal[1, 2, 3] | None,
@@ -97,12 +104,16 @@ def convert(
 
     Pixels, CRS, grid, nodata, masks, band descriptions, colour interpretation and tags are copied;
     only the encoding changes (and pixel values too for lossy JPEG/WEBP/LERC). COG goes through
-    GDAL's COG driver and validates as a COG; its overviews are 'auto' (regenerated with
-    ``overview_resampling``) or none. For GTiff, overviews are built inside the file after the copy.
-    'auto' factors are 2, 4, 8, ... until the overview's smaller side is under 256 pixels; a raster
-    already that small is refused (there would be no overview to justify a method for). The output
-    is written beside ``dst`` and renamed onto it when complete. JPEG on data with a nodata value
-    blurs the nodata edges: prefer a lossless compression for such data.
+    GDAL's COG driver and validates as a COG: the result says ``driver: 'GTiff'`` (the driver that
+    reads it back) and ``layout: 'COG'``. Its overviews are 'auto' (regenerated with
+    ``overview_resampling``) or none, and none is the default: GDAL alone would build them with its
+    own resampling, but the method is a choice to justify, so ask for them (the result's
+    ``overviews`` lists the factors built, [] for none). For GTiff, overviews are built inside the
+    file after the copy. 'auto' factors are 2, 4, 8, ... until the overview's smaller side is under
+    256 pixels; a raster already that small is refused (there would be no overview to justify a
+    method for). The output is written beside ``dst`` and renamed onto it when complete. A lossy
+    compression on data with a nodata value turns the nodata edges into noise (pixels near, no
+    longer equal to, the nodata value): prefer a lossless compression for such data.
 
     Errors: InvalidArgument for options that do not apply: COG with tiled=False or explicit factors,
     blocksize not a multiple of 16 in 16..4096, predictor 2 on float or 3 on integer data, predictor

@@ -30,6 +30,9 @@ def info(
 ) -> RasterInfo:
     """Describe a raster: size, bands, data types, CRS, grid, nodata, layout, overviews and metadata.
 
+    A Cloud Optimized GeoTIFF is read by the GTiff driver, so ``driver`` says 'GTiff' and ``layout``
+    says 'COG' (GDAL's IMAGE_STRUCTURE metadata).
+
     Reads the header only, never pixels, so it is cheap on a file of any size and works on files
     whose pixel data is damaged. The CRS is reported by EPSG code where the file's CRS is one
     (``crs.epsg``), else by name; ask for ``include_wkt`` to get the full definition. ``transform``
@@ -68,6 +71,7 @@ def describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> Ras
         block_shapes=[(int(h), int(w)) for h, w in ds.block_shapes],
         compression=structure.get("COMPRESSION"),
         interleave=structure.get("INTERLEAVE"),
+        layout=structure.get("LAYOUT"),
         overviews=[ds.overviews(i) for i in ds.indexes],
         descriptions=list(ds.descriptions),
         colorinterp=[ci.name for ci in ds.colorinterp],

@@ -37,7 +37,7 @@ def stats(
     ] = None,
     percentiles: Annotated[
         list[float], Field(description="Percentiles to compute, each in [0, 100]; [] for none.")
-    ] = (2.0, 25.0, 50.0, 75.0, 98.0),  # type: ignore[assignment]  # immutable default, validated as a list
+    ] = [2.0, 25.0, 50.0, 75.0, 98.0],  # noqa: B006  # the stub shows it; validation copies it, nothing mutates it
     histogram_bins: Annotated[
         int | None,
         Field(description="Also count valid pixels in this many equal bins over [min, max] (1-10000)."),
