@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import textwrap
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,20 @@ def test_a_pattern_outside_the_workspace_is_refused(ctx: OperationContext, patte
     """Guards against: a listing that reveals files outside the workspace or in the server's folders."""
     with pytest.raises(PathRefused):
         listing(ctx, pattern=pattern)
+
+
+@pytest.mark.parametrize("pattern", ["**/" * 300 + "x", "*a" * 300 + "b", "[z-a]*", "[", "a[!]b"])
+def test_a_pathological_pattern_is_answered_quickly(
+    ctx: OperationContext, workspace_dir: Path, pattern: str
+) -> None:
+    """Guards against: a glob turned into a backtracking regex, where a crafted pattern costs exponential
+    time on long or deep names (a CPU bomb through an argument), or a set that crashes the listing."""
+    deep = workspace_dir.joinpath(*["a" * 40] * 12)
+    deep.mkdir(parents=True)
+    (deep / ("a" * 200)).write_bytes(b"")
+    began = time.monotonic()
+    assert listing(ctx, pattern=pattern)["files"] == []
+    assert time.monotonic() - began < 5
 
 
 def test_links_out_of_the_workspace_are_listed_as_refused_and_never_followed(

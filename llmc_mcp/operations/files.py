@@ -13,8 +13,8 @@ included, so the server checks the ledger's signatures and the file's identity a
 
 from __future__ import annotations
 
+import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,12 +74,46 @@ def remove(
 
 @dataclass(frozen=True)
 class _Glob:
-    """A pattern ready to walk: the folder to start in and what a workspace-relative name must match."""
+    """A pattern ready to walk: the folder to start in, and the components a name must match."""
 
     start: tuple[str, ...]
-    regex: re.Pattern[str]
+    parts: tuple[str, ...]
     hidden: bool
     """Whether the pattern names hidden folders (a component starting with '.'), so the walk enters them."""
+
+    def matches(self, name: str) -> bool:
+        """Whether a workspace-relative name matches, component by component.
+
+        The pattern's components are states; ``**`` may stay on a component or be skipped. Each name
+        component moves every state once, so the cost is (pattern components) x (name components),
+        and fnmatch keeps one component's match linear, whatever the pattern.
+        """
+        states = self._closure({0})
+        for component in name.split("/"):
+            moved = set()
+            for index in states:
+                if index == len(self.parts):
+                    continue
+                part = self.parts[index]
+                if part == "**":
+                    if not component.startswith("."):
+                        moved.add(index)
+                elif _component_matches(part, component):
+                    moved.add(index + 1)
+            states = self._closure(moved)
+            if not states:
+                return False
+        return len(self.parts) in states
+
+    def _closure(self, states: set[int]) -> set[int]:
+        """``states`` plus what skipping each ``**`` (matching no folder) reaches."""
+        todo, seen = [*states], set(states)
+        while todo:
+            index = todo.pop()
+            if index < len(self.parts) and self.parts[index] == "**" and index + 1 not in seen:
+                seen.add(index + 1)
+                todo.append(index + 1)
+        return seen
 
 
 def _compile(pattern: str, recursive: bool) -> _Glob:
@@ -90,46 +124,19 @@ def _compile(pattern: str, recursive: bool) -> _Glob:
         parts = ("**", *parts)
     start: list[str] = []
     for part in parts[:-1]:
-        if _has_wildcard(part):
+        if any(c in part for c in "*?["):
             break
         start.append(part)
-    pieces = []
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            pieces.append(r"(?:(?!\.)[^/]+/)*" + (r"(?!\.)[^/]+" if last else ""))
-        else:
-            pieces.append(_component(part) + ("" if last else "/"))
     hidden = any(part.startswith(".") for part in parts)
-    return _Glob(tuple(start), re.compile("".join(pieces)), hidden)
+    return _Glob(tuple(start), parts, hidden)
 
 
-def _has_wildcard(part: str) -> bool:
-    return any(c in part for c in "*?[")
-
-
-def _component(part: str) -> str:
-    """One path component of a glob as a regex: nothing in it matches '/', and no wildcard matches a
-    leading '.' (hidden names are listed only when the pattern spells the dot)."""
-    out = [] if part.startswith(".") else [r"(?!\.)"]
-    index = 0
-    while index < len(part):
-        char = part[index]
-        end = part.find("]", index + 2) if char == "[" else -1
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif end != -1:
-            body = part[index + 1 : end]
-            negate = body.startswith("!")
-            body = "".join("\\" + c if c in "[]\\^&~|" else c for c in body.removeprefix("!"))
-            out.append(f"[^/{body}]" if negate else f"[{body}]")
-            index = end
-        else:
-            out.append(re.escape(char))
-        index += 1
-    return "".join(out)
+def _component_matches(part: str, component: str) -> bool:
+    """One name against one pattern component; no wildcard matches a leading '.' (hidden names are
+    listed only when the pattern spells the dot)."""
+    if component.startswith(".") and not part.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(component, part)
 
 
 def _is_temporary(name: str) -> bool:
@@ -168,7 +175,7 @@ def _walk(
             if not (entry.is_symlink() or entry.is_file(follow_symlinks=False)) or _is_temporary(entry.name):
                 continue
             name = entry.path[prefix:]
-            if glob.regex.fullmatch(name):
+            if glob.matches(name):
                 found.append((name, entry))
     return found, False
 
