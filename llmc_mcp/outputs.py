@@ -431,17 +431,13 @@ class OutputLedger:
     def _refusal(self, rel: str) -> RemoveRefused:
         """Why ``rel``, an existing file, is not a current ledger entry."""
         for item, verified in self._entries():
-            if item.get("path") != rel:
-                continue
-            if not verified:
-                log.warning("output ledger entry for a file failed authentication; ignored")
-                continue
-            return RemoveRefused(
-                f"path: '{rel}' was written by llmc-mcp but has been replaced or modified since (by the user "
-                "or another program), so it is no longer llmc-mcp's to remove.",
-                fix="Ask the user whether to delete it; files.remove deletes only files llmc-mcp wrote "
-                "and nobody changed since.",
-            )
+            if verified and item.get("path") == rel:  # an unverified entry is nobody's word
+                return RemoveRefused(
+                    f"path: '{rel}' was written by llmc-mcp but has been replaced or modified since (by the "
+                    "user or another program), so it is no longer llmc-mcp's to remove.",
+                    fix="Ask the user whether to delete it; files.remove deletes only files llmc-mcp wrote "
+                    "and nobody changed since.",
+                )
         return RemoveRefused(
             f"path: '{rel}' was not written by llmc-mcp in this workspace (it is the user's or another "
             "program's), so files.remove will not delete it.",

@@ -111,6 +111,8 @@ def test_pattern_and_recursive_choose_what_is_listed(ctx: OperationContext, work
     assert names(ctx, pattern="sub/**/*.tif") == ["sub/a.tif", "sub/deep/b.tif"]
     assert names(ctx, pattern="sub/**") == ["sub/a.tif", "sub/deep/b.tif", "sub/deep/c.txt"]
     assert names(ctx, pattern="sub/*", recursive=False) == ["sub/a.tif"]
+    assert names(ctx, pattern="sub/") == ["sub/a.tif", "sub/deep/b.tif", "sub/deep/c.txt"]
+    assert names(ctx, pattern="sub/", recursive=False) == ["sub/a.tif"]
     assert names(ctx, pattern="sub/deep/?.t[!i]t") == ["sub/deep/c.txt"]
     assert names(ctx, pattern="[RS]*.tif", recursive=False) == [n for n in top if n[0] in "RS"]
     assert names(ctx, pattern="missing/*.tif") == []

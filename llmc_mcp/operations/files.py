@@ -120,7 +120,9 @@ def _compile(pattern: str, recursive: bool) -> _Glob:
     parts = check_relative_name(pattern, "pattern").parts
     if not parts:
         raise PathRefused(f"pattern: '{pattern}' names no file.", fix=_PATTERN_FIX)
-    if len(parts) == 1 and recursive:
+    if pattern.endswith("/"):
+        parts = (*parts, "**" if recursive else "*")
+    elif len(parts) == 1 and recursive:
         parts = ("**", *parts)
     start: list[str] = []
     for part in parts[:-1]:
@@ -211,19 +213,17 @@ def _crs_label(crs: RioCRS | None) -> str | None:
 
 
 def _entry(
-    ctx: OperationContext, name: str, entry: os.DirEntry, owned: set[str], summarise: bool
+    ctx: OperationContext, name: str, entry: os.DirEntry, followed: bool, owned: bool, summarise: bool
 ) -> FileEntry:
-    link = entry.is_symlink()
-    followed = not link or ctx.workspace.allows(Path(entry.path))
     info = entry.stat(follow_symlinks=followed)
     raster, refused = None, None if followed else _LINK_REFUSED
-    if followed and summarise:
+    if summarise:
         raster, refused = _summary(ctx, name)
     return FileEntry(
         name=name,
         size_bytes=info.st_size,
         modified=datetime.fromtimestamp(info.st_mtime, UTC).isoformat(timespec="seconds"),
-        written_by_llmc=not link and name in owned,
+        written_by_llmc=owned,
         raster=raster,
         refused=refused,
     )
@@ -261,7 +261,7 @@ def list(
         Field(
             description="Glob over workspace-relative names: '*' and '?' within one name, '[abc]'/'[!abc]' "
             "sets, '**' for any number of folders; without a '/', matched against file names in every "
-            "folder (when recursive). Wildcards never match a leading '.'."
+            "folder (when recursive); 'data/' lists a folder. Wildcards never match a leading '.'."
         ),
     ] = "*",
     recursive: Annotated[
@@ -302,11 +302,14 @@ def list(
     owned = set(ctx.outputs.owned()) if shown else set()
     entries, summaries, skipped = [], 0, 0
     for name, entry in shown:
-        raster_file = Path(name).suffix.lower() in RASTER_SUFFIXES
+        link = entry.is_symlink()
+        followed = not link or ctx.workspace.allows(Path(entry.path))
+        raster_file = followed and Path(name).suffix.lower() in RASTER_SUFFIXES
         summarise = raster_file and summaries < MAX_SUMMARIES
         summaries += summarise
         skipped += raster_file and not summarise
-        entries.append(_entry(ctx, name, entry, owned, summarise))
+        # llmc-mcp never writes links: a link to an output is not the output
+        entries.append(_entry(ctx, name, entry, followed, not link and name in owned, summarise))
     truncated = len(found) - len(shown)
     return FileListing(
         files=entries,
