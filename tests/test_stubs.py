@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from llmc_mcp.cli.main import main
 from llmc_mcp.operations import CATALOG, NAMESPACES, OperationContext, namespace_operations
@@ -16,6 +17,7 @@ from llmc_mcp.reflection.gate import Hint, PersistResult
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.sandbox.bindings import build_modules
 from llmc_mcp.stubs.render import REFLECTION_FUNCTIONS, StubSet
+from llmc_mcp.tokens import count_tokens
 
 
 class _NoHost:
@@ -132,3 +134,87 @@ def test_reflection_stub_shapes_list_the_fields_the_server_sends(
 ) -> None:
     shape = getattr(stub_modules["reflection"], model.__name__)
     assert set(shape.__annotations__) == set(model.model_fields)
+
+
+FUNCTION_STUB_BUDGET = 1200
+"""o200k tokens a per-function stub may cost (``read_stubs("raster.reproject")``).
+
+The honest token benchmark (``bench/tokens.py``) has every code-mode task read the stub of each
+function it calls, so these reads are most of code mode's cost over classic mode. The largest
+operation (raster.reproject: 11 parameters, two enums, the 22-field RasterInfo with its nested
+shapes, its errors and three reflection domains) fits in about 1,070 tokens with nothing left
+out; the budget leaves room for a few more parameters or fields, and a stub over it has grown
+prose (module notes, repeated descriptions) that belongs in the module stub. A catalog function's
+stub also stays under 40% of its module's (when the module has other functions), so the compact
+form cannot quietly turn back into the module's."""
+
+
+def _load(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(f"stub_{name}")
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+def _nested_models(model: Any) -> list[Any]:
+    """``model`` and every result model its fields contain, depth first."""
+    found = [model]
+    for info in model.model_fields.values():
+        for arg in [info.annotation, *_deep_args(info.annotation)]:
+            if isinstance(arg, type) and issubclass(arg, BaseModel) and arg not in found:
+                found.extend(m for m in _nested_models(arg) if m not in found)
+    return found
+
+
+def _deep_args(tp: Any) -> list[Any]:
+    args = list(typing.get_args(tp))
+    return [a for arg in args for a in (arg, *_deep_args(arg))]
+
+
+@pytest.mark.parametrize(
+    "name", [*(op.qualname for op in CATALOG), *(f"reflection.{f}" for f in REFLECTION_FUNCTIONS)]
+)
+def test_a_function_stub_is_within_its_token_budget(stubs: StubSet, name: str) -> None:
+    source = stubs.functions[name]
+    assert count_tokens(source) <= FUNCTION_STUB_BUDGET, (name, count_tokens(source))
+    module = name.split(".")[0]
+    if module in NAMESPACES and len(namespace_operations(module)) > 1:
+        assert count_tokens(source) <= 0.4 * count_tokens(stubs.modules[module]), name
+
+
+@pytest.mark.parametrize("op", CATALOG, ids=lambda op: op.qualname)
+def test_a_function_stub_names_every_parameter_result_field_error_and_domain(
+    stubs: StubSet, bindings: dict[str, Any], op: Any
+) -> None:
+    source = stubs.functions[op.qualname]
+    stub = getattr(_load(source, op.qualname), op.name)
+    runtime = inspect.signature(getattr(bindings[op.namespace], op.name))
+    assert [(p.name, p.kind, p.default) for p in inspect.signature(stub).parameters.values()] == [
+        (p.name, p.kind, p.default) for p in runtime.parameters.values()
+    ]
+    for name in op.signature.parameters:  # each parameter keeps its description (limits, units)
+        assert f"# {op.parameter_description(name)}" in source
+    namespace = vars(_load(source, op.qualname))
+    for model in _nested_models(op.result):
+        assert set(namespace[model.__name__].__annotations__) == set(model.model_fields), model.__name__
+    errors = [p for p in op.doc.split("\n\n") if p.startswith("Errors")]
+    assert errors and " ".join(errors[0].split()) in source
+    reflection = [line for line in source.splitlines() if "ReflectionRequired" in line]
+    assert len(reflection) == (1 if op.reflection else 0)  # the domains in one line
+    for spec in op.reflection:
+        assert f"{spec.domain}: {spec.when}" in reflection[0]
+
+
+@pytest.mark.parametrize("name", REFLECTION_FUNCTIONS)
+def test_a_reflection_function_stub_matches_the_runtime_and_its_module(
+    stubs: StubSet, stub_modules: dict[str, types.ModuleType], bindings: dict[str, Any], name: str
+) -> None:
+    loaded = _load(stubs.functions[f"reflection.{name}"], name)
+    runtime = inspect.signature(getattr(bindings["reflection"], name))
+    assert [
+        (p.name, p.kind, p.default) for p in inspect.signature(getattr(loaded, name)).parameters.values()
+    ] == [(p.name, p.kind, p.default) for p in runtime.parameters.values()]
+    for shape in (v for v in vars(loaded).values() if isinstance(v, type) and hasattr(v, "__total__")):
+        assert (
+            shape.__annotations__.keys()
+            == vars(stub_modules["reflection"])[shape.__name__].__annotations__.keys()
+        )

@@ -10,7 +10,9 @@ cannot drift; ``tests`` prove the stub signatures equal the runtime ones.
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
 import string
 import textwrap
 import types
@@ -26,7 +28,6 @@ from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS, MIN_WORDS
 from llmc_mcp.reflection.specs import DOMAINS
-from llmc_mcp.sandbox.policy import STDLIB_MODULES
 
 REFLECTION_FUNCTIONS = ("persist", "prompt", "report")
 
@@ -64,16 +65,18 @@ class StubSet:
             namespace: _render_module(namespace, [op for op in CATALOG if op.namespace == namespace])
             for namespace in NAMESPACES
         }
-        functions = {op.qualname: _render_module(op.qualname, [op]) for op in CATALOG}
+        functions = {op.qualname: _render_function_stub(op) for op in CATALOG}
         modules["reflection"] = _render_reflection()
+        functions.update(
+            (f"reflection.{name}", _extract_function(modules["reflection"], "reflection", name))
+            for name in REFLECTION_FUNCTIONS
+        )
         lines = [_index_line(op) for op in CATALOG]
         lines.append(
             "- reflection.persist(hash, domain, justification), reflection.prompt(name, **args), "
             "reflection.report(); exceptions reflection.ReflectionRequired, ApiError"
         )
-        index = _template("index.md.tmpl").substitute(
-            lines="\n".join(lines), stdlib=", ".join(STDLIB_MODULES)
-        )
+        index = _template("index.md.tmpl").substitute(lines="\n".join(lines))
         return cls(modules, functions, index.strip())
 
 
@@ -104,7 +107,8 @@ def write_stubs(directory: Path, stubs: StubSet | None = None) -> list[Path]:
 class _Renderer:
     """Turns annotations into stub source, collecting the aliases and TypedDicts they need."""
 
-    def __init__(self, namespace_ops: list[Operation]):
+    def __init__(self, namespace_ops: list[Operation], compact: bool = False):
+        self.compact = compact
         self.aliases: dict[str, str] = {}
         self.typed_dicts: dict[str, str] = {}
         self._alias_names = self._find_aliases(namespace_ops)
@@ -152,10 +156,13 @@ class _Renderer:
         fields = []
         for field_name, info in model.model_fields.items():
             line = f"    {field_name}: {self.annotation(info.annotation)}"
-            if info.description:
-                line += f"  # {info.description}"
+            description = info.description
+            if self.compact:
+                description = _convention(description or "")
+            if description:
+                line += f"  # {description}"
             fields.append(line)
-        doc = inspect.cleandoc(model.__doc__) if model.__doc__ else ""
+        doc = inspect.cleandoc(model.__doc__) if model.__doc__ and not self.compact else ""
         head = f'class {name}(TypedDict):\n    """{doc}"""\n\n' if doc else f"class {name}(TypedDict):\n"
         self.typed_dicts.pop(name)
         self.typed_dicts[name] = head + ("\n".join(fields) or "    pass")
@@ -192,19 +199,128 @@ def _render_function(op: Operation, renderer: _Renderer) -> str:
         description = op.parameter_description(name)
         if description:
             described.append(f"{name}: {description}")
-    doc = op.doc
-    if described:
-        doc += "\n\nArgs:\n" + "\n".join(textwrap.indent(d, "    ") for d in described)
-    if op.reflection:
-        doc += "\n\nReflection (may raise reflection.ReflectionRequired):\n" + "\n".join(
-            f"    {spec.domain}: {spec.when}" for spec in op.reflection
+    parameters = ", ".join(params)
+    if renderer.compact:
+        # One parameter a line, its description as a comment: the name is written once.
+        parameters = "\n" + "".join(
+            f"    {text},  # {op.parameter_description(name)}\n".replace(",  # \n", ",\n")
+            for name, text in zip(op.signature.parameters, params, strict=True)
         )
+        doc = "\n".join([op.summary, *_errors(op), *_reflection_line(op)])
+    else:
+        doc = op.doc
+        if described:
+            doc += "\n\nArgs:\n" + "\n".join(textwrap.indent(d, "    ") for d in described)
+        if op.reflection:
+            doc += "\n\nReflection (may raise reflection.ReflectionRequired):\n" + "\n".join(
+                f"    {spec.domain}: {spec.when}" for spec in op.reflection
+            )
     return _template("function.py.tmpl").substitute(
         name=op.name,
-        parameters=", ".join(params),
+        parameters=parameters,
         returns=renderer.annotation(op.result),
         doc=textwrap.indent(doc, "    ").lstrip(),
     )
+
+
+def _render_function_stub(op: Operation) -> str:
+    """One function alone: its aliases, the result shapes it returns (fields, short notes), the ``def``.
+
+    What ``read_stubs("raster.reproject")`` shows: everything needed to call the function and use its
+    result, and nothing shared with the module stub or the server's instructions. The module stub
+    keeps the long notes (grid rules, streaming, precision) and the result types' descriptions.
+    """
+    renderer = _Renderer([op], compact=True)
+    function = _render_function(op, renderer)
+    results = "\n".join(renderer.typed_dicts.values())
+    aliases = "\n".join(renderer.aliases.values())
+    body = "\n".join(part for part in (aliases, results, function) if part)
+    names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
+    head = f"from typing import {', '.join(names)}\n" if names else ""
+    return f'# {op.qualname}; notes: read_stubs("{op.namespace}")\n{head}{body}'
+
+
+def _errors(op: Operation) -> list[str]:
+    """The ``Errors ...:`` paragraph of the operation's docstring (what raises), on one line."""
+    found = [p for p in op.doc.split("\n\n") if p.startswith("Errors")]
+    return [" ".join(found[0].split())] if found else []
+
+
+def _reflection_line(op: Operation) -> list[str]:
+    if not op.reflection:
+        return []
+    asks = "; ".join(f"{spec.domain}: {spec.when}" for spec in op.reflection)
+    return [f"Reflection (may raise reflection.ReflectionRequired): {asks}"]
+
+
+def _convention(description: str) -> str:
+    """What a per-function stub says about a result field: only a convention its name and type cannot.
+
+    That is a quoted value (``percentiles  # ... keyed like 'p50'``) or a short aside in parentheses
+    (``res  # Pixel size (x, y) in CRS units``, ``nodata  # ... (NaN possible)``), in the first clause
+    of the description (:func:`_brief`). ``width: int`` or ``crs: CrsRef | None`` need no words.
+    """
+    text = _brief(description)
+    return text if re.search(r"'|\([^()]{1,24}\)", text) else ""
+
+
+def _brief(description: str) -> str:
+    """A result field's description cut to its first clause.
+
+    ``"Nodata value of each band (NaN possible), null when unset."`` becomes ``"Nodata value of each
+    band (NaN possible)"``: the type already says ``| None``. The text after the first ``,`` (outside
+    parentheses), ``;``, ``:`` or sentence end goes, and so do asides in parentheses of 25 characters
+    or more; the module stub keeps the whole description.
+    """
+    text = re.split(r"; |: |(?<!e\.g)(?<!i\.e)\. ", description, maxsplit=1)[0]
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            text = text[:i]
+            break
+    return re.sub(r" \([^()]{25,}\)", "", text).strip().rstrip(".")
+
+
+def _extract_function(source: str, namespace: str, name: str) -> str:
+    """One function of a hand-written stub module, with the classes its annotations name (transitively).
+
+    The reflection module is a template, not catalog operations; its per-function stubs are cut out
+    of the rendered module so both always say the same (classes keep their field comments, which
+    state the word limits; their docstrings go).
+    """
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    needed: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in classes and sub.id not in needed:
+                needed.append(sub.id)
+                visit(classes[sub.id])
+
+    for annotation in [*(a.annotation for a in function.args.args), function.returns]:
+        if annotation is not None:
+            visit(annotation)
+    lines = source.splitlines()
+
+    def text_of(node: ast.stmt, skip: ast.stmt | None = None) -> str:
+        """Whole lines (trailing comments included), without ``skip``'s lines (a docstring)."""
+        span = range(node.lineno - 1, node.end_lineno or node.lineno)
+        gone = range(skip.lineno - 1, skip.end_lineno or skip.lineno) if skip is not None else range(0)
+        return "\n".join(lines[i] for i in span if i not in gone and lines[i].strip())
+
+    parts = []
+    for cls_name in sorted(needed, key=lambda n: classes[n].lineno):
+        node = classes[cls_name]
+        docstring = node.body[0] if ast.get_docstring(node) is not None else None
+        parts.append(text_of(node, docstring))
+    parts.append(text_of(function))
+    body = "\n".join(parts)
+    names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
+    head = f"from typing import {', '.join(names)}\n" if names else ""
+    return f'# {namespace}.{name}; notes: read_stubs("{namespace}")\n{head}{body}\n'
 
 
 EXAMPLE_RESAMPLING = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
