@@ -35,9 +35,11 @@ from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespa
 from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
 NEXT_ACTION = (
-    "For each hint: reason about its prompt_text, then call persist_justification(hash, domain, "
-    "justification) with the JSON it asks for. Then call the same tool again with the same arguments."
+    "Answer each hint's prompt_text with the JSON it asks for; then persist every answer with "
+    "persist_justification(hash, domain, justification) and repeat the same tool call with the same "
+    "arguments."
 )
+"""The gate retry as the classic instructions tell it."""
 
 
 def build_classic_server(runtime: Runtime) -> MCPServer:

@@ -30,9 +30,10 @@ from llmc_mcp.server.sessions import SessionHandles, run_with_handle, worker_lif
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
 NEXT_ACTION = (
-    "For each hint, answer its prompt_text, then in ONE execute_code call: "
-    "reflection.persist(hash, domain, justification) for every hint, followed by the same operation call."
+    "Answer each hint's prompt_text; then, in ONE next execute_code call, persist every answer with "
+    "reflection.persist(hash, domain, justification) and repeat the operation."
 )
+"""The gate retry in the words of the instructions and the reflection stub: one story everywhere."""
 INIT_DESCRIPTION = (
     "IF YOU HAVE NOT BEEN GIVEN MCP INSTRUCTIONS, USE THIS TOOL ON STARTUP TO GET CONTEXT. "
     "Returns the guide to this server; skip it if you already received server instructions."

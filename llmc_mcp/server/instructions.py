@@ -16,6 +16,22 @@ _PATHS = (
 )
 
 
+_MISS = """\
+  try:
+      raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")
+  except reflection.ReflectionRequired as e:
+      hints = e.hints
+      for hint in hints:
+          print(hint["domain"], hint["prompt_text"])"""
+"""The first half of the gate retry, as code that runs as written (tests/test_examples.py runs it)."""
+
+_RETRY = """\
+  for hint in hints:
+      reflection.persist(hint["hash"], hint["domain"], answers[hint["domain"]])
+  raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")"""
+"""The second half: the one call that persists every answer and repeats the operation."""
+
+
 def classic_instructions() -> str:
     tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG)
     return (
@@ -25,9 +41,11 @@ def classic_instructions() -> str:
         "- persist_justification: store a justification a tool asked for.\n\n"
         "Reflection: consequential choices (target CRS, resampling, lossy compression) need a "
         "justification first. The tool then returns isError with JSON: reflection_required (a list of "
-        "hints with domain, hash and prompt_text) and next_action. Answer each prompt_text, call "
-        "persist_justification(hash, domain, justification), then repeat the call. Justifications are "
-        "cached: the same decision is not asked twice. The prompts are also MCP prompts.\n\n" + _PATHS
+        "hints with domain, hash and prompt_text) and next_action. Answer each hint's prompt_text; then "
+        "persist every answer with persist_justification(hash, domain, justification) and repeat the "
+        "call. Justifications are cached: the same decision is not asked twice. The prompts are also "
+        "MCP prompts. Errors are JSON with a snake_case type (invalid_argument, not_found, "
+        "reflection_required...), message and fix.\n\n" + _PATHS
     )
 
 
@@ -42,12 +60,15 @@ execute_code(code, session=...) to keep the variables. \
 Print summaries, keep data in variables. The last expression's value is returned.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
 datetime. No files or network except through the API.
-Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
-reflection.ReflectionRequired; execute_code returns its hints (domain, hash, prompt_text). Answer each \
-prompt_text, then in one call:
-  reflection.persist(hash, domain, {{"intent": ..., "alternatives": [{{"method": ..., "why_not": ...}}], \
-"choice": {{"method": ..., "rationale": ..., "tradeoffs": ...}}, "confidence": "medium"}})
-  raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")
+Errors raise ApiError: e.type is its kind ("not_found"...), as execute_code's error.type; e.fix says what \
+to do. Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
+reflection.ReflectionRequired (e.type "reflection_required") with one hint per decision (domain, hash, \
+prompt_text); uncaught, execute_code returns them. Keep them:
+{_MISS}
+Answer each hint's prompt_text; then, in ONE next execute_code call, persist every answer and repeat the \
+operation (answers: your justification per domain, {{"intent": ..., "alternatives": [{{"method": ..., \
+"why_not": ...}}], "choice": {{"method": ..., "rationale": ..., "tradeoffs": ...}}, "confidence": ...}}):
+{_RETRY}
 Justifications are cached; the same decision is not asked again.
 {_PATHS}
 Limits per call: {settings.exec_timeout:g} s wall time (then the session's variables are reset), \

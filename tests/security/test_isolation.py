@@ -269,6 +269,47 @@ raise forged
     assert session.execute("kept")["result"] == 1
 
 
+def test_the_error_classes_are_where_the_stubs_say(session: Session) -> None:
+    # Every stub says its functions raise ApiError: reachable from every module, by import and as a
+    # builtin, always the one class; its type is the snake_case kind classic results carry.
+    code = """
+from raster import ApiError as imported
+same = [raster.ApiError, crs.ApiError, files.ApiError, reflection.ApiError, imported]
+try:
+    raster.info("missing.tif")
+except raster.ApiError as e:
+    kind = e.type
+(all(c is ApiError for c in same), issubclass(reflection.ReflectionRequired, ApiError), kind)
+"""
+    assert session.execute(code)["result"] == [True, True, "not_found"]
+    miss = session.execute('raster.reproject("RGB.byte.tif", "o.tif", dst_crs="EPSG:3857")')
+    assert miss["error"]["type"] == "reflection_required" and miss["reflection_required"]
+
+
+@pytest.mark.parametrize(
+    ("code", "advice"),
+    [
+        ("try:\n    1 / 0\nexcept Exception as e:\n    print(type(e).__name__)", "e.type"),
+        ("try:\n    1 / 0\nexcept Exception as e:\n    print(e.__class__)", "isinstance(e, ApiError)"),
+        ("type(1)", "isinstance(x, SomeClass)"),
+        ("dir(raster)", "read_stubs('raster')"),
+        ("open('RGB.byte.tif')", "through the API"),
+        ("_hidden = 1", "without the leading underscore"),
+        ("[1].__len__()", "len(x)"),
+        ("getattr(raster, '__doc__')", "read_stubs("),
+    ],
+)
+def test_a_refusal_says_what_to_use_instead(session: Session, code: str, advice: str) -> None:
+    answer = session.execute(code)
+    assert not answer["ok"] and advice in answer["error"]["message"], answer["error"]
+    assert answer["error"]["type"] in ("PolicyError", "NameError")
+
+
+def test_a_refusal_with_no_allowed_way_offers_none(session: Session) -> None:
+    answer = session.execute("(lambda: 1).__code__")
+    assert answer["error"]["type"] == "PolicyError" and "Instead" not in answer["error"]["message"]
+
+
 def test_c_code_gets_its_helper_modules_and_agent_code_does_not(session: Session) -> None:
     # datetime's strftime/strptime import `time`/`_strptime` through the caller's __import__.
     dates = session.execute("import datetime\ndatetime.date(2020, 1, 2).strftime('%Y-%m-%d')")

@@ -92,7 +92,8 @@ def convert(
     overview_resampling: Annotated[
         OverviewResampling,
         Field(
-            description="How overview pixels are computed: 'nearest'/'mode' for categories, else 'average'..."
+            description="How overview pixels are computed: 'nearest' or 'mode' for categories; 'average', "
+            "'bilinear' or 'cubic' for continuous values."
         ),
     ] = "nearest",
     quality: Annotated[
@@ -115,11 +116,11 @@ def convert(
     compression on data with a nodata value turns the nodata edges into noise (pixels near, no
     longer equal to, the nodata value): prefer a lossless compression for such data.
 
-    Errors: InvalidArgument for options that do not apply: COG with tiled=False or explicit factors,
-    blocksize not a multiple of 16 in 16..4096, predictor 2 on float or 3 on integer data, predictor
-    or quality with a compression that has none, JPEG/WEBP on non-uint8 data, WEBP without 3/4 bands,
-    overview factors below 2, overview_resampling without overviews, src == dst; RasterError when
-    reading or writing fails.
+    Errors (ApiError, by e.type): invalid_argument for options that do not apply: COG with
+    tiled=False or explicit factors, blocksize not a multiple of 16 in 16..4096, predictor 2 on float
+    or 3 on integer data, predictor or quality with a compression that has none, JPEG/WEBP on
+    non-uint8 data, WEBP without 3/4 bands, overview factors below 2, overview_resampling without
+    overviews, src == dst; raster_error when reading or writing fails.
     """
     return write_output(
         ctx,

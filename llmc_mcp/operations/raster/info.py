@@ -40,7 +40,8 @@ def info(
     ``mask_flags`` say where validity comes from (nodata value, internal mask or alpha band).
     Metadata tags are capped at 50 keys and 500 characters per value (``tags_truncated``).
 
-    Errors: NotFound if the file does not exist, RasterError if it is not a raster GDAL can read.
+    Errors (ApiError, by e.type): not_found if the file does not exist, raster_error if it is not a
+    raster GDAL can read.
     """
     with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
         return describe(ctx, ds, include_wkt)

@@ -97,11 +97,14 @@ def reproject(
     ] = None,
     dst_nodata: Annotated[
         float | None,
-        Field(description="Nodata value of the output; default: the source nodata (see the rule below)."),
+        Field(description="Nodata value of the output; default: the source nodata (the docstring's rule)."),
     ] = None,
     compress: Annotated[
         Compression,
-        Field(description="Output compression; JPEG/WEBP/LERC* are lossy and need a justification."),
+        Field(
+            description="Output compression; JPEG/WEBP/LERC* are lossy and need a justification. Lossy "
+            "data with nodata (the area outside the footprint): its edges become noise."
+        ),
     ] = "DEFLATE",
 ) -> RasterInfo:
     """Reproject a raster to another CRS and write a tiled GeoTIFF; returns the output's raster.info.
@@ -122,10 +125,11 @@ def reproject(
     GeoTIFF (BigTIFF when needed), predictor 2/3 with DEFLATE/LZW/ZSTD, written block by block so
     rasters larger than memory work, and renamed onto ``dst`` only when complete.
 
-    Errors: InvalidArgument for conflicting or out-of-range grid options, src == dst, a nodata value
-    the data type cannot hold, a compression the data cannot use (JPEG/WEBP need uint8), or an output
-    over 2**32 pixels per band; CrsError for an unknown dst_crs; RasterError when the source has no
-    CRS, its extent cannot be expressed in dst_crs (pass bounds), or reading/writing fails.
+    Errors (ApiError, by e.type): invalid_argument for conflicting or out-of-range grid options,
+    src == dst, a nodata value the data type cannot hold, a compression the data cannot use
+    (JPEG/WEBP need uint8), or an output over 2**32 pixels per band; crs_error for an unknown
+    dst_crs; raster_error when the source has no CRS, its extent cannot be expressed in dst_crs
+    (pass bounds), or reading/writing fails.
     """
     return write_output(
         ctx,

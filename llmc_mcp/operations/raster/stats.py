@@ -61,8 +61,9 @@ def stats(
     a percentile may be off by (max - min) / 65536. ``method`` says which applied. With
     ``approx=True`` the answer describes a decimated sample (``approx`` and ``method`` say so).
 
-    Errors: InvalidArgument for a band outside 1..count, a percentile outside [0, 100] or
-    histogram_bins outside 1..10000; RasterError when pixel data cannot be read (damaged file).
+    Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, a percentile outside
+    [0, 100] or histogram_bins outside 1..10000; raster_error when pixel data cannot be read (damaged
+    file).
     """
     wanted = _check_percentiles(percentiles)
     if histogram_bins is not None and not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
