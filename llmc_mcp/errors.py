@@ -5,6 +5,13 @@ Every error that crosses a face (classic tool, execute_code, CLI) is an
 render `to_dict()`; nothing else about an exception is shown to the agent, so
 library internals (GDAL messages with absolute paths, tracebacks) never leak
 by accident.
+
+One vocabulary (DD-MCP-033): a class is named in CamelCase, as Python names
+classes (`InvalidArgument`, `ReflectionRequired`); its `kind` is snake_case
+(`invalid_argument`, `reflection_required`) and is the only name an agent
+sees: the `type` of a classic result, `ApiError.type` in the sandbox, and
+execute_code's `error.type` for an API error. Docstrings shown to agents name
+errors by kind, never by these class names (the sandbox has only ApiError).
 """
 
 from __future__ import annotations
