@@ -201,7 +201,7 @@ class RasterSummary(_Model):
     """A raster in one line, from its header: what ``files.list`` shows beside each raster file."""
 
     driver: str = Field(
-        description="GDAL driver that read the file, e.g. 'GTiff' (a COG reads as 'GTiff': see layout)."
+        description="GDAL driver that read the file, e.g. 'GTiff' (a COG too: raster.info's layout says so)."
     )
     width: int = Field(description="Number of columns (pixels).")
     height: int = Field(description="Number of rows (pixels).")
