@@ -97,7 +97,10 @@ def reproject(
     ] = None,
     dst_nodata: Annotated[
         float | None,
-        Field(description="Nodata value of the output; default: the source nodata (the docstring's rule)."),
+        Field(
+            description="Nodata value of the output; default: the source's, else NaN for float data, else "
+            "none (an alpha band or internal mask then marks the data)."
+        ),
     ] = None,
     compress: Annotated[
         Compression,
