@@ -65,8 +65,8 @@ def remove(
     and nothing is deleted. The output quota the file used is freed (``freed_bytes``); the server
     decides and deletes, never the code that asks.
 
-    Errors: RemoveRefused (not written by llmc-mcp, changed since, a link or a folder), NotFound,
-    PathRefused (outside the workspace, a server folder).
+    Errors (ApiError, by e.type): remove_refused if llmc-mcp did not write it, it changed since, or
+    it is a link or a folder; not_found; path_refused outside the workspace or in a server folder.
     """
     assert ctx.outputs is not None
     return RemovedFile(**ctx.outputs.remove(path).to_dict())
@@ -284,7 +284,8 @@ def list(
     (``summaries_skipped``); ``note`` says how to narrow the pattern. ``written_by_llmc`` marks the
     files files.remove accepts.
 
-    Errors: PathRefused for a pattern with '..', an absolute path, a URL or a server folder.
+    Errors (ApiError, by e.type): path_refused for a pattern with '..', an absolute path, a URL, a
+    server folder, or leading folders that are a link.
     """
     glob = _compile(pattern, recursive)
     root = ctx.workspace.root
