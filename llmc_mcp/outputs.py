@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 MiB = 1024 * 1024
 SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk")
 """Files GDAL may write beside a GeoTIFF that belong to it; moved (or removed) with it on commit."""
+_FREE_OUTPUTS = "Remove outputs no longer needed with files.remove (files.list() marks them written_by_llmc),"
+"""How a session frees its quota itself: the first fix of every quota refusal."""
 
 
 class QuotaExceeded(LlmcError):
@@ -564,32 +566,32 @@ class OutputLedger:
             raise QuotaExceeded(
                 f"Writing '{rel}' was refused: this session already wrote {session_files - 1} files, its "
                 f"quota (--quota-session-files {self.quota.session_files}). Nothing was written.",
-                fix="Overwrite earlier outputs instead of writing new names, or ask the user to delete "
-                "outputs or raise --quota-session-files.",
+                fix=f"{_FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
+                "user to raise --quota-session-files.",
             )
         if workspace_files > self.quota.workspace_files:
             raise QuotaExceeded(
                 f"Writing '{rel}' was refused: llmc-mcp outputs in this workspace number "
                 f"{workspace_files - 1}, its quota (--quota-workspace-files {self.quota.workspace_files}). "
                 "Nothing was written.",
-                fix="Overwrite earlier outputs instead of writing new names, or ask the user to delete "
-                "outputs or raise --quota-workspace-files.",
+                fix=f"{_FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
+                "user to raise --quota-workspace-files.",
             )
 
     def _session_bytes_text(self, use: _Usage) -> tuple[str, str]:
         return (
             f"this session's output quota is {_size(self.quota.session_bytes)} (--quota-session-mb "
             f"{self.quota.session_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
-            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier outputs instead of "
-            "writing new names, or ask the user to delete outputs or raise --quota-session-mb.",
+            f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
+            "outputs instead of writing new names, or ask the user to raise --quota-session-mb.",
         )
 
     def _workspace_bytes_text(self, use: _Usage) -> tuple[str, str]:
         return (
             f"the workspace's output quota is {_size(self.quota.workspace_bytes)} (--quota-workspace-mb "
             f"{self.quota.workspace_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
-            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier outputs instead of "
-            "writing new names, or ask the user to delete outputs or raise --quota-workspace-mb.",
+            f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
+            "outputs instead of writing new names, or ask the user to raise --quota-workspace-mb.",
         )
 
     def _reserve_text(self) -> tuple[str, str]:

@@ -242,6 +242,7 @@ async def test_remove_deletes_an_output_and_its_sidecars_and_frees_its_quota(
         assert [(e["name"], e["written_by_llmc"]) for e in listed["result"]["files"]] == [("out/a.tif", True)]
         refused = await convert(client, mode, "out/b.tif")
         assert not refused["ok"] and refused["error"]["type"] == "quota_exceeded"
+        assert "files.remove" in refused["error"]["fix"], "the refusal does not say how to free the quota"
         output = workspace_dir / "out" / "a.tif"
         size = output.stat().st_size
         shutil.copy(DATA / "float_nan.tif", f"{output}.ovr")  # as GDAL leaves them beside a raster
