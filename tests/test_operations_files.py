@@ -372,3 +372,15 @@ async def test_code_mode_lists_with_the_stubbed_shape(workspace_dir: Path) -> No
     assert out["result"] == [["RGB.byte.tif", 3], ["RGBA.uint16.tif", 4]]
     assert "def list(pattern: str = '*', recursive: bool = True) -> FileListing:" in stub
     assert "def remove(path: str) -> RemovedFile:" in stub
+
+
+@pytest.mark.anyio
+async def test_classic_tools_say_which_one_deletes(workspace_dir: Path) -> None:
+    """Guards against: a host auto-approving files_remove because it is annotated like a read."""
+    async with Client(build_server(settings_for(workspace_dir, "classic"))) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert tools["files_list"].annotations.read_only_hint is True
+    assert tools["files_list"].annotations.destructive_hint is False
+    assert tools["files_remove"].annotations.read_only_hint is False
+    assert tools["files_remove"].annotations.destructive_hint is True
+    assert tools["files_remove"].input_schema["required"] == ["path"]
