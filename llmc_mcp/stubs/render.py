@@ -3,7 +3,11 @@
 A stub module per namespace: its ``Literal`` aliases, a ``TypedDict`` per
 result model (nested models first), and a typed function per operation whose
 docstring carries the operation's own text, its parameters' descriptions and
-the reflection domains it can ask for. Because stubs, classic tools and
+the reflection domains it can ask for. A per-function stub
+(``read_stubs("raster.reproject")``) is the compact form an agent reads before
+calling one function: one parameter a line with its description, the result
+shapes it returns with only the conventions their names and types cannot say,
+the summary, the errors paragraph and the reflection domains in one line. Because stubs, classic tools and
 sandbox bindings all come from :data:`~llmc_mcp.operations.CATALOG`, they
 cannot drift; ``tests`` prove the stub signatures equal the runtime ones.
 """
@@ -46,8 +50,9 @@ def _template(name: str) -> string.Template:
 class StubSet:
     """Rendered stub sources by module name, per function, and the index shown by ``read_stubs()``.
 
-    A whole module documents every result shape; ``raster.reproject`` alone is a fraction of the
-    tokens, with only the aliases and result types that one function uses.
+    A whole module documents every result shape with its long notes; ``raster.reproject`` alone is a
+    compact fraction of the tokens, with only the aliases and result types that one function uses.
+    ``reflection.persist`` (and prompt, report) are cut out of the reflection module.
     """
 
     modules: dict[str, str]
@@ -237,7 +242,7 @@ def _render_function_stub(op: Operation) -> str:
     body = "\n".join(part for part in (aliases, results, function) if part)
     names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
     head = f"from typing import {', '.join(names)}\n" if names else ""
-    return f'# {op.qualname}; notes: read_stubs("{op.namespace}")\n{head}{body}'
+    return f"{head}{body}"
 
 
 def _errors(op: Operation) -> list[str]:
@@ -320,7 +325,7 @@ def _extract_function(source: str, namespace: str, name: str) -> str:
     body = "\n".join(parts)
     names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
     head = f"from typing import {', '.join(names)}\n" if names else ""
-    return f'# {namespace}.{name}; notes: read_stubs("{namespace}")\n{head}{body}\n'
+    return f"{head}{body}\n"
 
 
 EXAMPLE_RESAMPLING = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
