@@ -20,7 +20,8 @@
     Code mode's agent has no memory of the API. Before its first execute_code it reads what it needs
     to call each function correctly and to use its result: the index once (``read_stubs()``), then
     the stub of every function its code calls (``read_stubs("raster.stats")``: signature, result
-    shape, errors), in STUB_READS; where the server has no per-function stub it reads the module's.
+    shape, errors), in STUB_READS, checked against the calls in the task's code; where the server has
+    no per-function stub it reads the module's.
     Those reads are tool calls like any other: their arguments are produced, their results sit in
     the context of every later turn. The agent writes compact code (prints a summary or returns a
     small value as the last expression, never the whole JSON). The whole modules
@@ -32,6 +33,7 @@ Run: .venv/bin/python bench/tokens.py
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from llmc_mcp.config import Settings
+from llmc_mcp.operations import NAMESPACES
 from llmc_mcp.server.app import build_server
 from llmc_mcp.stubs.render import StubSet
 from llmc_mcp.tokens import count_json_tokens, count_tokens
@@ -182,6 +185,12 @@ def expect(ok: bool, what: str, result: CallToolResult | None = None) -> None:
 # ---------------------------------------------------------------------------------------- the tasks
 
 
+def called_functions(*sources: str) -> set[str]:
+    """``module.function`` names the agent's code calls (what it must have read the stubs of)."""
+    modules = "|".join((*NAMESPACES, "reflection"))
+    return {".".join(m) for src in sources for m in re.findall(rf"\b({modules})\.(\w+)\(", src)}
+
+
 async def code_task(client: Client, session: Session, task: str, known: StubSet) -> None:
     index = await call(client, session, "read_stubs", {})
     expect(not index.is_error, "read_stubs()", index)
@@ -205,6 +214,8 @@ async def code_task(client: Client, session: Session, task: str, known: StubSet)
     else:
         done = await call(client, session, "execute_code", {"code": CODE_T3})
         expect(not done.is_error and "->" in session.calls[-1].result, "T3 code", done)
+    ran = called_functions(*(c.arguments["code"] for c in session.calls if c.tool == "execute_code"))
+    expect(ran == set(STUB_READS[task]), f"{task} called {sorted(ran)}: STUB_READS must list exactly these")
 
 
 async def classic_task(client: Client, session: Session, task: str) -> None:
