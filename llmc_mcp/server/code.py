@@ -150,10 +150,25 @@ def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
             result["result_truncated"] = cut
         parts.append(rendered)
     elif not result["ok"]:
-        error = {k: result[k] for k in ("error", "reflection_required", "next_action") if k in result}
-        parts.append(json.dumps(error, ensure_ascii=False, default=str))
+        parts.append(json.dumps(_error_text(result), ensure_ascii=False, default=str))
     return CallToolResult(
         content=[_text("\n".join(parts) or "(no output)")],
         structured_content=result,
         is_error=not result["ok"],
     )
+
+
+_HINT_TEXT_FIELDS = ("domain", "hash", "prompt_args", "prompt_text")
+"""What the model needs of a hint to answer it (hosts that drop ``structuredContent`` show only the
+text); the prompt's name and the operation stay in ``structuredContent``."""
+
+
+def _error_text(result: dict[str, Any]) -> dict[str, Any]:
+    """The error as the model reads it: a gate miss without its traceback and machine-only fields."""
+    error = {k: result[k] for k in ("error", "reflection_required", "next_action") if k in result}
+    if "reflection_required" in error:
+        error["error"] = {k: v for k, v in error["error"].items() if k not in ("traceback", "line")}
+        error["reflection_required"] = [
+            {k: h[k] for k in _HINT_TEXT_FIELDS if k in h} for h in error["reflection_required"]
+        ]
+    return error
