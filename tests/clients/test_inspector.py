@@ -1,9 +1,11 @@
 """The MCP Inspector CLI (@modelcontextprotocol/inspector) against llmc-mcp over stdio and streamable HTTP.
 
-Each Inspector call is one client session. Over stdio it is also one server process, so a hint's
-hash, which the gate remembers in memory, is gone by the next call: the stdio flows re-raise the
-hints inside the retrying call (code mode) or show the refusal (classic mode). Over HTTP one
-server serves every call, so the plain miss / persist / retry works across Inspector calls.
+Each Inspector call is one client session. Over stdio it is also one server process; issued hints
+are signed files of the workspace (DD-MCP-028), so a hint from one process is answered in the next
+and the classic miss / persist / retry works across calls. Over HTTP one server serves every call,
+but each call is a new ``mcp-session-id``, and a hint belongs to the session it was issued to
+(DD-MCP-016): the code-mode retry asks again inside the retrying call, and classic mode shows the
+refusal a neighbour session gets.
 """
 
 from __future__ import annotations
@@ -16,20 +18,14 @@ from typing import Any
 import pytest
 import rasterio
 
+from llmc_mcp.operations import CATALOG
 from tests.mcp_helpers import justification_for
 
 pytestmark = pytest.mark.clients
 
 SOURCE = "RGB.byte.tif"  # copied into every workspace by the fixtures
 CODE_TOOLS = ["00_INIT", "execute_code", "read_stubs"]
-CLASSIC_TOOLS = [
-    "crs_info",
-    "persist_justification",
-    "raster_convert",
-    "raster_info",
-    "raster_reproject",
-    "raster_stats",
-]
+CLASSIC_TOOLS = sorted([*(op.tool_name for op in CATALOG), "persist_justification"])
 PROMPTS = ["justify_crs_selection", "justify_lossy_compression", "justify_resampling_method"]
 REPROJECT_CALL = f'raster.reproject("{SOURCE}", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_ARGS = {"src": SOURCE, "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
@@ -130,8 +126,9 @@ def test_execute_code_runs_raster_info(call, code_target: Target) -> None:
 def persist_and_retry(hints: list[dict[str, Any]], reissue: bool) -> str:
     """Python for ONE execute_code call: persist every hint, then the same reprojection again.
 
-    With ``reissue`` (a fresh server process) the reprojection is tried first, so this process's
-    gate issues the hints again; the hashes are deterministic, so they are the ones received.
+    With ``reissue`` (a new session: every Inspector call over HTTP) the reprojection is tried first,
+    so the gate issues the hints to this session; the hashes are deterministic, so they are the ones
+    received.
     """
     lines = []
     if reissue:
@@ -160,7 +157,7 @@ def test_gated_reprojection_miss_then_persist_and_retry(call, code_target: Targe
     assert '"reflection_required"' in text(miss)
     assert not (code_target.workspace / "rgb_4326.tif").exists()
 
-    reissue = code_target.transport == "stdio"
+    reissue = code_target.transport == "http"
     code = persist_and_retry(hints, reissue)
     done = tool(call, code_target, "execute_code", {"code": code})["structuredContent"]
     assert done["ok"], done["error"]
@@ -180,9 +177,11 @@ def test_classic_tools_prompts_and_raster_info(call, classic_target: Target) -> 
     assert (info["width"], info["height"], info["count"], info["crs"]["epsg"]) == (791, 718, 3, 32618)
 
 
-def test_classic_gated_reprojection_across_inspector_calls_over_http(call, http_server) -> None:
-    server = http_server("classic")
-    target = Target("http", [server.url], server.workspace)
+def test_classic_gated_reprojection_across_inspector_calls_over_stdio(
+    call, stdio_target, workspace_dir: Path
+) -> None:
+    """One server process per call, as langchain-mcp-adapters runs too: the hint outlives its process."""
+    target = Target("stdio", stdio_target(workspace_dir, "classic"), workspace_dir)
     miss = tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True)["structuredContent"]
     hints = miss["reflection_required"]
     assert [h["domain"] for h in hints] == ["crs_datum", "resampling"]
@@ -193,13 +192,13 @@ def test_classic_gated_reprojection_across_inspector_calls_over_http(call, http_
         assert saved["structuredContent"]["persisted"] is True
     done = tool(call, target, "raster_reproject", REPROJECT_ARGS)["structuredContent"]
     assert done["crs"]["epsg"] == 4326
-    assert_reprojected(server.workspace / "rgb_4326.tif")
+    assert_reprojected(workspace_dir / "rgb_4326.tif")
 
 
-def test_classic_over_stdio_a_hash_does_not_outlive_its_server_process(
-    call, stdio_target, workspace_dir: Path
-) -> None:
-    target = Target("stdio", stdio_target(workspace_dir, "classic"), workspace_dir)
+def test_classic_over_http_a_hint_belongs_to_the_session_it_was_issued_to(call, http_server) -> None:
+    """Each Inspector call is a new HTTP session: persisting another session's hint is refused."""
+    server = http_server("classic")
+    target = Target("http", [server.url], server.workspace)
     hint = tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True)["structuredContent"][
         "reflection_required"
     ][0]

@@ -129,7 +129,7 @@ def persist_capped(root: str, limit: int) -> dict[str, Any]:
 class _AllowAll:
     """A gate that lets everything run: these tests are about writing, not about justifications."""
 
-    def require(self, op: Any, args: Mapping[str, Any]) -> None:
+    def require(self, op: Any, args: Mapping[str, Any], facts: Mapping[str, str]) -> None:
         return None
 
 
