@@ -19,9 +19,11 @@ OPERATION_TOOLS = [
     "crs_info",
     "files_list",
     "files_remove",
+    "raster_calc",
     "raster_convert",
     "raster_info",
     "raster_reproject",
+    "raster_sample",
     "raster_stats",
 ]
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}

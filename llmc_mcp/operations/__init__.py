@@ -12,6 +12,8 @@ CATALOG: tuple[Operation, ...] = (
     raster.stats,
     raster.reproject,
     raster.convert,
+    raster.calc,
+    raster.sample,
     crs.info,
     files.list,
     files.remove,

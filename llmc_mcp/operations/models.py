@@ -252,3 +252,72 @@ class RemovedFile(_Model):
     freed_bytes: int = Field(description="Quota bytes freed: the file and its sidecars, as written.")
     session_bytes: int = Field(description="Bytes of outputs this session still holds against its quota.")
     session_files: int = Field(description="Output files this session still holds against its quota.")
+
+
+class CalcInput(BaseModel):
+    """One name of a ``raster.calc`` expression: which band of which file it stands for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="The name the expression uses, e.g. 'nir': a Python identifier.")
+    path: str = Field(description="Workspace-relative raster file.")
+    band: int = Field(1, description="Band number, 1-based (default 1).")
+
+
+class CalcInputUsed(_Model):
+    """What one expression name was bound to, and how its values were turned into numbers."""
+
+    name: str = Field(description="The expression's name for this band.")
+    path: str = Field(description="Workspace-relative raster file.")
+    band: int = Field(description="Band number, 1-based.")
+    dtype: str = Field(description="The band's stored data type, e.g. 'uint16'.")
+    nodata: float | None = Field(description="The band's nodata value (NaN possible), null when unset.")
+    scale: float = Field(description="The band's declared scale (1 when none is declared).")
+    offset: float = Field(description="The band's declared offset (0 when none is declared).")
+    applied: bool = Field(description="True when value = raw * scale + offset was used in the expression.")
+
+
+class CalcResult(_Model):
+    """What ``raster.calc`` wrote and how each input was read."""
+
+    output: RasterInfo = Field(description="raster.info of the written file.")
+    expression: str = Field(description="The expression as evaluated.")
+    physical: bool = Field(description="True when each input's scale and offset were applied first.")
+    inputs: list[CalcInputUsed] = Field(description="Each name of the expression, in the order given.")
+    nodata: float | None = Field(description="The output's nodata value (NaN for float outputs by default).")
+    valid_count: int = Field(description="Output cells with a value.")
+    nodata_count: int = Field(
+        description="Output cells set to nodata: nodata in an input, or a result that is not finite (x/0, "
+        "log(0)) or does not fit the output dtype."
+    )
+    note: str = Field(description="How values were computed (scale/offset, precision, nodata).")
+
+
+class SampledPoint(_Model):
+    """The values of one requested point."""
+
+    x: float = Field(description="The point's x as given (in the request's crs).")
+    y: float = Field(description="The point's y as given (in the request's crs).")
+    row: int | None = Field(description="Row of the cell holding the point (0-based), null when outside.")
+    col: int | None = Field(description="Column of the cell holding the point (0-based), null when outside.")
+    cell_x: float | None = Field(description="x of the cell's centre (raster CRS), null when outside.")
+    cell_y: float | None = Field(description="y of the cell's centre (raster CRS), null when outside.")
+    values: list[float | None] = Field(
+        description="Per requested band: raw * scale + offset; null where nodata or outside."
+    )
+    raw: list[float | None] = Field(
+        description="Per requested band: the stored value; null where nodata or outside."
+    )
+
+
+class SampleResult(_Model):
+    """Values of a raster at points, with the cell each point fell in."""
+
+    path: str = Field(description="Workspace-relative file name.")
+    bands: list[int] = Field(description="Band numbers sampled, in the order of each point's values.")
+    scales: list[float] = Field(description="Declared scale of each sampled band (1 when none).")
+    offsets: list[float] = Field(description="Declared offset of each sampled band (0 when none).")
+    units: list[str | None] = Field(description="Declared unit of each sampled band, null when unset.")
+    points: list[SampledPoint] = Field(description="One entry per requested point, in request order.")
+    outside_count: int = Field(description="Points outside the raster (every value null).")
+    note: str = Field(description="How points were located and values read, in one sentence.")

@@ -1,6 +1,7 @@
-"""The ``raster`` namespace: describe, summarise, reproject and convert workspace rasters.
+"""The ``raster`` namespace: describe, summarise, reproject, convert, compute and sample workspace rasters.
 
-One module per operation (:mod:`.info`, :mod:`.stats`, :mod:`.reproject`, :mod:`.convert`), each
+One module per operation (:mod:`.info`, :mod:`.stats`, :mod:`.reproject`, :mod:`.convert`,
+:mod:`.calc`, :mod:`.sample`), each
 holding the catalog entry and the code only it uses; :mod:`.accumulate` (streaming statistics),
 :mod:`.grid` (a reprojection's output grid) and :mod:`.output` (the atomic GeoTIFF write shared by
 reproject and convert) are their helpers. Every operation streams: statistics read windows of at
@@ -8,9 +9,11 @@ most ~1 M pixels, and reprojection and conversion write block by block, so memor
 with the raster.
 """
 
+from llmc_mcp.operations.raster.calc import calc
 from llmc_mcp.operations.raster.convert import convert
 from llmc_mcp.operations.raster.info import info
 from llmc_mcp.operations.raster.reproject import reproject
+from llmc_mcp.operations.raster.sample import sample
 from llmc_mcp.operations.raster.stats import stats
 
-__all__ = ["convert", "info", "reproject", "stats"]
+__all__ = ["calc", "convert", "info", "reproject", "sample", "stats"]

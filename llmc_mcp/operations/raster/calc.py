@@ -1,0 +1,564 @@
+"""``raster.calc``: band math over rasters of one grid, evaluated by numexpr window by window.
+
+The expression is written in Python syntax but never run as Python. :func:`parse_expression` walks
+its ``ast`` against an allowlist (the input names, numbers, arithmetic, comparisons, ``&``/``|``/``~``
+and the element-wise functions of :data:`FUNCTIONS`) and refuses anything else with the list of what
+is allowed. Only then does numexpr see it, and numexpr builds its program by ``eval`` of the text, so
+the allowlist is the safety, not numexpr's own ``sanitize``. Integer literals are rewritten as floats
+first: numexpr folds constant sub-expressions in Python, and ``9**9**9`` in Python integers would hold
+the worker until the wall clock killed it.
+
+Every input is read with the hostile-file checks (:func:`open_for_read`), every value is computed in
+float64 (so ``a - b`` on uint8 bands cannot wrap around), and the output goes through the atomic,
+granted, read-back write of :mod:`.output` that ``raster.reproject`` and ``raster.convert`` use.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import keyword
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numexpr
+import numpy as np
+import rasterio
+from numexpr.expressions import functions as _NUMEXPR_FUNCTIONS
+from pydantic import AfterValidator, BeforeValidator, Field
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult
+from llmc_mcp.operations.raster.output import (
+    GEOTIFF_SUFFIXES,
+    _describe_output,
+    _write_atomically,
+    creation_options,
+)
+
+CalcDtype = Literal["float32", "float64", "uint8", "uint16", "int16", "uint32", "int32"]
+"""Output data types. Float outputs keep fractions; integer outputs are rounded (half to even)."""
+
+_ARITY: dict[str, int] = {
+    "where": 3,
+    "arctan2": 2,
+    "hypot": 2,
+    "minimum": 2,
+    "maximum": 2,
+    **dict.fromkeys(
+        (
+            "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+            "arccosh", "arctanh", "log", "log10", "log1p", "log2", "exp", "expm1", "sqrt", "abs",
+            "floor", "ceil",
+        ),
+        1,
+    ),
+}  # fmt: skip
+FUNCTIONS: dict[str, int] = {name: n for name, n in _ARITY.items() if name in _NUMEXPR_FUNCTIONS}
+"""Element-wise functions an expression may call, with their argument counts: numexpr's, less its
+reductions (``sum``, ``prod``, ``min``, ``max`` would reduce each window, not the raster) and its
+complex and string functions; intersected with what the installed numexpr has."""
+
+MAX_EXPRESSION_CHARS = 2000
+MAX_EXPRESSION_NODES = 400
+MAX_INPUTS = 16
+"""numexpr programs take a bounded number of operands; 16 bands cover every index we know of."""
+MAX_CONSTANT = 1e300
+
+WINDOW_ROWS = 512
+WINDOW_COLS = 2048
+"""Each window is 512 rows (one row of the output's 512-pixel tiles) by up to 2048 columns: about 1 M
+cells, so memory is a few MB per input whatever the raster's size, and a striped input's rows are
+decoded once per row of windows (GDAL's block cache holds them while the columns are walked)."""
+OUTPUT_BLOCK = 512
+
+_OPERATORS: dict[type[ast.AST], str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%",
+    ast.BitAnd: "&", ast.BitOr: "|", ast.UAdd: "+", ast.USub: "-", ast.Invert: "~",
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+}  # fmt: skip
+_STRUCTURE = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Constant, ast.Load)
+_REFUSED_NAMES: dict[type[ast.AST], str] = {
+    ast.Attribute: "attribute access (x.y)",
+    ast.Subscript: "indexing (x[...])",
+    ast.Lambda: "a lambda",
+    ast.BoolOp: "'and'/'or' (use & and | between parenthesised comparisons)",
+    ast.IfExp: "'... if ... else ...' (use where(condition, a, b))",
+    ast.NamedExpr: "an assignment (:=)",
+    ast.Starred: "unpacking (*x)",
+}
+
+
+def _inputs_from_mapping(value: Any) -> Any:
+    """Accept ``{"nir": {"path": ..., "band": 8}}`` (the shape agents write) besides the list of inputs.
+
+    The published schema is the list: JSON schemas of maps are open objects, which strict tool-schema
+    converters refuse (DD-MCP-032), so the map form is accepted here without being advertised as a type.
+    """
+    if isinstance(value, Mapping):
+        items = []
+        for name, spec in value.items():
+            if isinstance(spec, Mapping):
+                items.append({"name": name, **spec})
+            else:
+                items.append({"name": name, "path": spec})
+        return items
+    return value
+
+
+def _as_plain(value: list[CalcInput]) -> list[dict[str, Any]]:
+    """Validated inputs as plain dicts: arguments cross the worker channel as JSON."""
+    return [item.model_dump() for item in value]
+
+
+CalcInputs = Annotated[
+    list[CalcInput],
+    BeforeValidator(_inputs_from_mapping),
+    AfterValidator(_as_plain),
+    Field(
+        description="The expression's names: [{'name': 'nir', 'path': 's2.tif', 'band': 8}, ...] (band "
+        "defaults to 1). A mapping {'nir': {'path': 's2.tif', 'band': 8}, ...} is accepted too."
+    ),
+]
+
+
+@operation("raster", read_only=False, outputs=("dst",))
+def calc(
+    ctx: OperationContext,
+    expression: Annotated[
+        str,
+        Field(
+            description="Band math over the input names, e.g. '(nir - red) / (nir + red)': numbers, + - * / "
+            "** %, comparisons, & | ~, where(cond, a, b) and element-wise math functions (sqrt, log, ...)."
+        ),
+    ],
+    inputs: CalcInputs,
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+    ],
+    dtype: Annotated[
+        CalcDtype, Field(description="Output data type; integer types round to the nearest whole number.")
+    ] = "float32",
+    nodata: Annotated[
+        float | None,
+        Field(description="Output nodata value; default NaN for float outputs. Integer outputs need one."),
+    ] = None,
+    physical: Annotated[
+        bool,
+        Field(
+            description="Apply each band's declared scale and offset (raw * scale + offset) before the "
+            "expression, so it sees physical values (reflectance, kelvin); False uses stored values."
+        ),
+    ] = True,
+) -> CalcResult:
+    """Band math: evaluate an expression over bands of rasters that share one grid; write one-band GeoTIFF.
+
+    ``inputs`` names bands (``{'name': 'nir', 'path': 's2.tif', 'band': 8}``); the expression uses those
+    names, numbers, ``+ - * / ** %``, comparisons, ``&``/``|``/``~`` between parenthesised comparisons,
+    ``where(cond, a, b)`` and the element-wise functions listed in the error for anything else (sqrt,
+    log, exp, abs, sin, arctan2, minimum, maximum, floor, ...). It is checked against that allowlist
+    and never run as Python. Every value is computed in float64; with ``physical=True`` (default) each
+    band's declared scale and offset are applied first, so NDVI from scaled reflectance is right, and
+    ``inputs[].applied`` and ``note`` say what was applied. A comparison gives 1 or 0.
+
+    All inputs must share one grid (CRS, transform, width, height). A cell that is nodata in any input
+    (nodata value, mask, alpha, or NaN) is nodata in the output, and so is a result that is not finite
+    (x/0, log(0)) or, for integer outputs, does not fit the type. Float outputs use NaN as nodata
+    unless ``nodata`` is given; integer outputs need ``nodata``, and a computed value equal to it
+    fails the call (it would read as nodata). Streams over windows of about 1 M cells, so memory
+    does not grow with the raster; the output is a 512x512-tiled DEFLATE GeoTIFF written beside
+    ``dst`` and renamed onto it when complete and read back.
+
+    Errors: InvalidArgument for an expression outside the allowlist (the message lists what is
+    allowed), an input name that is not an identifier or is unused, inputs on different grids (align
+    them first), an integer dtype without nodata, a nodata value the dtype cannot hold, or dst equal to
+    an input; NotFound/RasterError for an unreadable input; QuotaExceeded when the output would pass
+    a quota.
+    """
+    specs = _check_inputs(inputs)
+    names = [spec["name"] for spec in specs]
+    program = parse_expression(expression, names)
+    out_dtype = np.dtype(dtype)
+    out_nodata = _output_nodata(out_dtype, nodata)
+    dst_path = _check_dst(ctx, dst, specs)
+    with gdal_env(ctx), contextlib.ExitStack() as stack:
+        opened: dict[str, DatasetReader] = {}
+        for spec in specs:
+            if spec["path"] not in opened:
+                opened[spec["path"]] = stack.enter_context(open_for_read(ctx, spec["path"], "inputs.path"))
+        bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
+        _check_one_grid(ctx, bound)
+        _check_program(program, names)
+        first = bound[0].dataset
+        options = creation_options(ctx, "DEFLATE", out_dtype, 1, None, None, cog=False)
+        profile: dict[str, Any] = {
+            "driver": "GTiff",
+            "width": first.width,
+            "height": first.height,
+            "count": 1,
+            "dtype": out_dtype.name,
+            "crs": first.crs,
+            "transform": first.transform,
+            "nodata": out_nodata,
+            "tiled": True,
+            "blockxsize": OUTPUT_BLOCK,
+            "blockysize": OUTPUT_BLOCK,
+            **options,
+        }
+        numexpr.set_num_threads(max(1, ctx.num_threads))
+        plan = _CalcPlan(ctx, program, expression, bound, profile, out_dtype, out_nodata, physical)
+        first_path = Path(first.name)
+        _write_atomically(ctx, plan, first, first_path, dst_path)
+    return CalcResult(
+        output=_describe_output(ctx, dst, dst_path),
+        expression=program,
+        physical=physical,
+        inputs=[b.used for b in bound],
+        nodata=out_nodata,
+        valid_count=plan.valid,
+        nodata_count=plan.invalid,
+        note=_note(bound, physical, out_dtype),
+    )
+
+
+def parse_expression(expression: str, names: Sequence[str]) -> str:
+    """The expression numexpr will evaluate, or an InvalidArgument listing what is allowed.
+
+    Walks the whole tree before anything evaluates it: node types, operators, names (the inputs),
+    calls (:data:`FUNCTIONS`, by name, positional, with their argument count) and constants (real
+    numbers and booleans). Integer constants become floats (see the module docstring).
+    """
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        _refuse(f"it is {len(expression)} characters long (at most {MAX_EXPRESSION_CHARS})", names)
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        _refuse(f"it is not a valid expression ({exc.msg})", names)
+    except (ValueError, RecursionError, MemoryError):  # null bytes, lone surrogates, absurd nesting
+        _refuse("it is not a valid expression", names)
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_EXPRESSION_NODES:
+        _refuse(f"it has {len(nodes)} parts (at most {MAX_EXPRESSION_NODES})", names)
+    allowed_names = set(names)
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    for node in nodes:
+        _check_node(node, allowed_names, names, called)
+    used = {node.id for node in nodes if isinstance(node, ast.Name) and id(node) not in called}
+    unused = [name for name in names if name not in used]
+    if unused:
+        raise InvalidArgument(
+            f"inputs {unused} are not used by the expression; an unused band would still make its "
+            "nodata cells nodata in the output.",
+            fix="Remove them from inputs, or use them in the expression.",
+        )
+    return ast.unparse(_FloatConstants().visit(tree))
+
+
+def _check_node(node: ast.AST, allowed_names: set[str], names: Sequence[str], called: set[int]) -> None:
+    if type(node) in _OPERATORS:
+        return
+    if not isinstance(node, _STRUCTURE):
+        what = _REFUSED_NAMES.get(type(node), f"'{type(node).__name__}' syntax")
+        _refuse(f"it uses {what}", names)
+    if isinstance(node, ast.Compare) and len(node.ops) > 1:
+        _refuse("it chains comparisons (write (a < b) & (b < c))", names)
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if not isinstance(func, ast.Name) or func.id not in FUNCTIONS:
+            shown = func.id if isinstance(func, ast.Name) else ast.unparse(func)[:40]
+            _refuse(f"it calls '{shown}', which is not an allowed function", names)
+        assert isinstance(func, ast.Name)
+        if node.keywords or len(node.args) != FUNCTIONS[func.id]:
+            _refuse(f"{func.id}() takes {FUNCTIONS[func.id]} positional argument(s)", names)
+    elif isinstance(node, ast.Name):
+        if id(node) not in called and node.id not in allowed_names:  # a called name is its Call's
+            _refuse(f"it uses the name '{node.id}', which is not an input", names)
+    elif isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool):
+            return
+        if not isinstance(value, int | float) or (isinstance(value, int) and abs(value) > MAX_CONSTANT):
+            _refuse(f"it contains the constant {str(value)[:40]!r}; only real numbers and True/False", names)
+
+
+class _FloatConstants(ast.NodeTransformer):
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return ast.copy_location(ast.Constant(float(node.value)), node)
+        return node
+
+
+def _check_program(program: str, names: Sequence[str]) -> None:
+    """Evaluate once on one cell: numexpr's type errors (``where(a, 1, 0)`` on a float ``a``), function
+    names used bare, and constants that overflow, are refused before anything is written."""
+    try:
+        numexpr.evaluate(program, local_dict={n: np.ones(1) for n in names}, global_dict={})
+    except (ArithmeticError, TypeError, ValueError, NotImplementedError, KeyError, SyntaxError) as exc:
+        reason = str(exc).strip() or type(exc).__name__
+        if "where_" in reason:
+            reason = "where() needs a comparison as its first argument, e.g. where(a > 0, a, 0)"
+        _refuse(f"it cannot be evaluated ({reason[:200]})", names)
+
+
+def _refuse(problem: str, names: Sequence[str]) -> None:
+    raise InvalidArgument(
+        f"expression: {problem}. Allowed: the input names ({', '.join(names)}), numbers, True/False, "
+        "+ - * / ** %, comparisons < <= > >= == !=, & | ~ between parenthesised comparisons, and the "
+        f"functions {', '.join(sorted(FUNCTIONS))}.",
+        fix="Rewrite the expression with only those; it is never run as Python.",
+    )
+
+
+def _check_inputs(inputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    specs = [dict(item) for item in inputs]
+    if not specs:
+        raise InvalidArgument("inputs is empty.", fix="Name at least one band: [{'name': 'a', 'path': ...}].")
+    if len(specs) > MAX_INPUTS:
+        raise InvalidArgument(
+            f"inputs names {len(specs)} bands; at most {MAX_INPUTS}.", fix="Split the computation."
+        )
+    seen: set[str] = set()
+    for spec in specs:
+        name = spec["name"]
+        plain = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+        if len(name) > 64 or not plain or name in FUNCTIONS:
+            raise InvalidArgument(
+                f"inputs: {name[:64]!r} cannot be an expression name.",
+                fix="Use a plain identifier that is not a function name, e.g. 'nir', 'red', 'b4'.",
+            )
+        if name in seen:
+            raise InvalidArgument(f"inputs: the name {name!r} is given twice.", fix="Name each band once.")
+        seen.add(name)
+        if spec["band"] < 1:
+            raise InvalidArgument(
+                f"inputs.{name}: band {spec['band']} is not 1 or more.", fix="Bands start at 1."
+            )
+    return specs
+
+
+def _output_nodata(dtype: np.dtype, nodata: float | None) -> float | None:
+    if nodata is None:
+        if dtype.kind == "f":
+            return math.nan
+        raise InvalidArgument(
+            f"dtype='{dtype.name}' has no NaN, so the output needs a nodata value.",
+            fix=f"Pass nodata, e.g. {np.iinfo(dtype).max if dtype.kind == 'u' else np.iinfo(dtype).min}, "
+            "a value the result never takes, or use dtype='float32'.",
+        )
+    if dtype.kind == "f":
+        if math.isfinite(nodata) and abs(nodata) > float(np.finfo(dtype).max):
+            raise InvalidArgument(
+                f"nodata={nodata} does not fit in {dtype.name}.", fix="Pass a smaller value."
+            )
+        return float(nodata)
+    limits = np.iinfo(dtype)
+    if not (math.isfinite(nodata) and nodata == int(nodata) and limits.min <= nodata <= limits.max):
+        raise InvalidArgument(
+            f"nodata={nodata} is not a {dtype.name} value (whole number, {limits.min}..{limits.max}).",
+            fix=f"Pass a whole number in {limits.min}..{limits.max} that the result never takes.",
+        )
+    return float(nodata)
+
+
+def _check_dst(ctx: OperationContext, dst: str, specs: Sequence[Mapping[str, Any]]) -> Path:
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
+        raise InvalidArgument(
+            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
+            fix="Name the output with a .tif extension.",
+        )
+    for spec in specs:
+        src_path = ctx.workspace.input_path(spec["path"], argument="inputs.path")
+        if src_path == dst_path or (dst_path.exists() and os.path.samefile(src_path, dst_path)):
+            raise InvalidArgument(
+                f"dst is the same file as the input '{spec['path']}'; writing would destroy it.",
+                fix="Write to a new name, e.g. 'out/result.tif'.",
+            )
+    return dst_path
+
+
+@dataclass
+class _Bound:
+    """One expression name, bound to an open dataset's band."""
+
+    dataset: DatasetReader
+    band: int
+    scale: float
+    offset: float
+    used: CalcInputUsed
+
+
+def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, physical: bool) -> _Bound:
+    band = spec["band"]
+    if band > ds.count:
+        raise InvalidArgument(
+            f"inputs.{spec['name']}: band {band} does not exist in '{spec['path']}', which has {ds.count}.",
+            fix=f"Pass a band in 1..{ds.count}.",
+        )
+    dtype = np.dtype(ds.dtypes[band - 1])
+    if dtype.kind == "c":
+        raise InvalidArgument(
+            f"inputs.{spec['name']}: band {band} of '{spec['path']}' is complex-valued.",
+            fix="Use a real-valued band.",
+        )
+    scale = float(ds.scales[band - 1] if ds.scales[band - 1] is not None else 1.0)
+    offset = float(ds.offsets[band - 1] if ds.offsets[band - 1] is not None else 0.0)
+    nodata = ds.nodatavals[band - 1]
+    declared = scale != 1.0 or offset != 0.0
+    used = CalcInputUsed(
+        name=spec["name"],
+        path=ctx.workspace.relative(Path(ds.name)),
+        band=band,
+        dtype=dtype.name,
+        nodata=None if nodata is None else float(nodata),
+        scale=scale,
+        offset=offset,
+        applied=physical and declared,
+    )
+    return _Bound(ds, band, scale, offset, used)
+
+
+def _check_one_grid(ctx: OperationContext, bound: Sequence[_Bound]) -> None:
+    """Same CRS, size and transform (to a millionth of a cell), or a refusal naming the fix."""
+    first = bound[0]
+    ref = first.dataset
+    tolerance = 1e-6 * max(abs(ref.transform.a), abs(ref.transform.e), 1e-12)
+    for other in bound[1:]:
+        ds = other.dataset
+        problems = []
+        if (ds.width, ds.height) != (ref.width, ref.height):
+            problems.append(f"size {ds.width}x{ds.height} vs {ref.width}x{ref.height}")
+        if ds.crs != ref.crs:
+            problems.append(f"CRS {_crs_name(ds)} vs {_crs_name(ref)}")
+        if not ds.transform.almost_equals(ref.transform, precision=tolerance):
+            problems.append(f"transform {tuple(ds.transform)[:6]} vs {tuple(ref.transform)[:6]}")
+        if problems:
+            raise InvalidArgument(
+                f"inputs '{other.used.path}' and '{first.used.path}' are not on one grid ("
+                + "; ".join(problems)
+                + "): cells of the same row and column are not the same place.",
+                fix="Align them first: raster.align, or raster.reproject one onto the other's grid (same "
+                "dst_crs, bounds, width and height; resampling is a choice to justify).",
+            )
+
+
+def _crs_name(ds: DatasetReader) -> str:
+    if ds.crs is None:
+        return "none"
+    epsg = ds.crs.to_epsg(confidence_threshold=100)
+    return f"EPSG:{epsg}" if epsg else "a custom CRS"
+
+
+@dataclass
+class _CalcPlan:
+    """The write: windows of every input, the program, the output; counts what it wrote."""
+
+    ctx: OperationContext
+    program: str
+    expression: str
+    bound: Sequence[_Bound]
+    profile: dict[str, Any]
+    dtype: np.dtype
+    nodata: float | None
+    physical: bool
+    valid: int = 0
+    invalid: int = 0
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        with rasterio.open(tmp, "w", **self.profile) as out:
+            out.set_band_description(1, self.expression[:200])
+            out.update_tags(LLMC_EXPRESSION=self.expression[:1000], LLMC_PHYSICAL=str(self.physical))
+            for window in _windows(out.width, out.height):
+                out.write(self._compute(window), 1, window=window)
+
+    def _compute(self, window: Window) -> np.ndarray:
+        arrays: dict[str, np.ndarray] = {}
+        invalid = np.zeros((window.height, window.width), dtype=bool)
+        for item in self.bound:
+            values, excluded = _read(self.ctx, item, window, self.physical)
+            arrays[item.used.name] = values
+            invalid |= excluded
+        result = np.asarray(
+            numexpr.evaluate(self.program, local_dict=arrays, global_dict={}), dtype=np.float64
+        )
+        if result.shape != invalid.shape:  # an expression without names: one value for every cell
+            result = np.broadcast_to(result, invalid.shape).copy()
+        invalid |= ~np.isfinite(result)
+        if self.dtype.kind in "iu":
+            limits = np.iinfo(self.dtype)
+            result = np.rint(np.where(invalid, 0.0, result))
+            invalid |= (result < limits.min) | (result > limits.max)
+            collide = ~invalid & (result == self.nodata)
+            if collide.any():
+                raise InvalidArgument(
+                    f"{int(collide.sum())} cell(s) of window {window} computed to {self.nodata:g}, the "
+                    "output's nodata value: they would read as nodata.",
+                    fix="Pass a nodata value the result never takes, or a float dtype (NaN is nodata).",
+                )
+        elif self.nodata is not None and not math.isnan(self.nodata):
+            collide = ~invalid & (result.astype(self.dtype) == self.nodata)
+            if collide.any():
+                raise InvalidArgument(
+                    f"{int(collide.sum())} cell(s) computed to {self.nodata:g}, the output's nodata value.",
+                    fix="Omit nodata (NaN is used) or pass a value the result never takes.",
+                )
+        fill = self.nodata if self.nodata is not None else math.nan
+        out = np.where(invalid, fill, result).astype(self.dtype)
+        bad = int(invalid.sum())
+        self.invalid += bad
+        self.valid += invalid.size - bad
+        return out
+
+
+def _read(
+    ctx: OperationContext, item: _Bound, window: Window, physical: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """One input's window in float64 (scaled when asked), and where it is nodata."""
+    ds = item.dataset
+    try:
+        data = ds.read(item.band, window=window, masked=True)
+    except GDAL_ERRORS as exc:
+        raise RasterError(
+            f"'{item.used.path}': band {item.band} could not be read "
+            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
+            fix="The file is damaged or truncated: re-create or re-download it.",
+        ) from None
+    excluded = np.ma.getmaskarray(data).copy()
+    values = np.ma.getdata(data).astype(np.float64)
+    excluded |= ~np.isfinite(values)
+    if physical and (item.scale != 1.0 or item.offset != 0.0):
+        values = values * item.scale + item.offset
+    return values, excluded
+
+
+def _windows(width: int, height: int) -> Iterator[Window]:
+    for row in range(0, height, WINDOW_ROWS):
+        for col in range(0, width, WINDOW_COLS):
+            yield Window(col, row, min(WINDOW_COLS, width - col), min(WINDOW_ROWS, height - row))
+
+
+def _note(bound: Sequence[_Bound], physical: bool, dtype: np.dtype) -> str:
+    declared = [b.used for b in bound if b.used.scale != 1.0 or b.used.offset != 0.0]
+    forms = ", ".join(f"{u.name} = raw * {u.scale:g} + {u.offset:g}" for u in declared)
+    if physical and declared:
+        text = f"Scale and offset applied before the expression ({forms})."
+    elif physical:
+        text = "No input declares a scale or offset: stored values were used."
+    elif declared:
+        text = (
+            f"physical=False: stored values were used although {', '.join(u.name for u in declared)} "
+            f"declare scale/offset ({forms}); the result is not in physical units, and ratios such as "
+            "NDVI are wrong when an offset is not 0."
+        )
+    else:
+        text = "Stored values were used (no input declares a scale or offset)."
+    rounding = " Integer output: rounded half to even." if dtype.kind in "iu" else ""
+    return f"{text} Computed in float64, written as {dtype.name}.{rounding}"

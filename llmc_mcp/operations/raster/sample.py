@@ -1,0 +1,236 @@
+"""``raster.sample``: the values of a raster at points, with the cell each point fell in.
+
+Points are placed with the inverse of the dataset's affine transform, then floored: that is right for
+any sign of pixel size (south-up grids), for rotated grids, and for point-registered GeoTIFFs
+(``AREA_OR_POINT=Point``), whose geotransform GDAL already reports with its origin at the corner of
+the first cell (it moves the file's tie point by half a cell when reading), so no half-cell shift is
+added here. Reads are grouped by block: one read per block holding points, of the smallest window
+around them, so a call costs one decoded block per block touched, whatever the number of points.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import pyproj
+from pydantic import Field
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.models import SampleResult
+
+MAX_POINTS = 100_000
+"""Points per call: the answer is about 150 bytes a point and band, so this keeps it to a few MB."""
+
+
+@operation("raster", read_only=True, inputs=("path",))
+def sample(
+    ctx: OperationContext,
+    path: Annotated[str, Field(description="Workspace-relative raster file.")],
+    points: Annotated[
+        list[tuple[float, float]],
+        Field(description="Points as [[x, y], ...] (x = easting or longitude), at most 100,000."),
+    ],
+    crs: Annotated[
+        str | None,
+        Field(
+            description="CRS of the points (EPSG code, WKT, PROJ string), x first even for EPSG:4326; "
+            "default: the raster's own."
+        ),
+    ] = None,
+    bands: Annotated[
+        list[int] | None, Field(description="Band numbers (1-based) to sample; default: all bands.")
+    ] = None,
+) -> SampleResult:
+    """The values of a raster at points: each point's cell (row, column, centre) and its band values.
+
+    ``values`` are physical (raw * scale + offset, with each band's declared scale and offset) and
+    ``raw`` holds the stored values beside them; both are null where the cell is nodata (nodata value,
+    mask, alpha or NaN) or the point is outside the raster. A point on the edge between two cells
+    belongs to the cell to its right and below in pixel terms (the one whose corner it is). Points in
+    another CRS (``crs``) are transformed to the raster's CRS first, x (longitude) first. Positions
+    are right for south-up and rotated grids and for point-registered rasters (AREA_OR_POINT=Point):
+    the centre of the cell a point falls in is ``cell_x, cell_y``. Reads one window per block that
+    holds points, so 100,000 points cost about one decoded block per block touched.
+
+    Errors: InvalidArgument for no points or more than 100,000, or a band outside 1..count; CrsError
+    for an unknown crs; RasterError when crs is given but the raster has none, or pixels cannot be read.
+    """
+    if not points:
+        raise InvalidArgument("points is empty.", fix="Pass points as [[x, y], ...].")
+    if len(points) > MAX_POINTS:
+        raise InvalidArgument(
+            f"points holds {len(points):,} points; at most {MAX_POINTS:,} per call.",
+            fix=f"Split the points into calls of at most {MAX_POINTS:,}.",
+        )
+    given = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+        shown = ctx.workspace.relative(Path(ds.name))
+        indexes = _check_bands(ds, bands, shown)
+        xs, ys = _to_raster_crs(ds, given, crs, shown)
+        rows, cols, inside = _cells(ds, xs, ys)
+        raw, valid = _read_points(ctx, ds, indexes, rows, cols, inside)
+        scales = [float(ds.scales[b - 1] if ds.scales[b - 1] is not None else 1.0) for b in indexes]
+        offsets = [float(ds.offsets[b - 1] if ds.offsets[b - 1] is not None else 0.0) for b in indexes]
+        units = [ds.units[b - 1] or None for b in indexes]
+        centres_x, centres_y = ds.transform @ (cols + 0.5, rows + 0.5)
+    physical = raw * np.asarray(scales)[None, :] + np.asarray(offsets)[None, :]
+    results = _points(given, rows, cols, inside, centres_x, centres_y, physical, raw, valid)
+    outside = int((~inside).sum())
+    where = f"transformed from {crs} to the raster's CRS" if crs is not None else "in the raster's CRS"
+    note = (
+        f"Points {where}, placed by the inverse geotransform (cell = floor); values = raw * scale + offset "
+        f"per band, raw beside them; null where nodata or outside ({outside} outside)."
+    )
+    return SampleResult.model_validate(
+        {
+            "path": shown,
+            "bands": indexes,
+            "scales": scales,
+            "offsets": offsets,
+            "units": units,
+            "points": results,
+            "outside_count": outside,
+            "note": note,
+        }
+    )
+
+
+def _points(
+    given: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    inside: np.ndarray,
+    centres_x: np.ndarray,
+    centres_y: np.ndarray,
+    physical: np.ndarray,
+    raw: np.ndarray,
+    valid: np.ndarray,
+) -> list[dict[str, Any]]:
+    """One entry per point as plain data, built from Python lists (iterating numpy scalars costs several
+    times more); the result model validates them all in one call."""
+    out = []
+    columns = (given[:, 0], given[:, 1], rows, cols, inside, centres_x, centres_y, physical, raw, valid)
+    for x, y, row, col, on, cx, cy, phys, stored, ok in zip(*(c.tolist() for c in columns), strict=True):
+        out.append(
+            {
+                "x": x,
+                "y": y,
+                "row": row if on else None,
+                "col": col if on else None,
+                "cell_x": cx if on else None,
+                "cell_y": cy if on else None,
+                "values": [v if k else None for v, k in zip(phys, ok, strict=True)],
+                "raw": [v if k else None for v, k in zip(stored, ok, strict=True)],
+            }
+        )
+    return out
+
+
+def _check_bands(ds: DatasetReader, bands: list[int] | None, shown: str) -> list[int]:
+    if bands is None:
+        return list(ds.indexes)
+    if not bands:
+        raise InvalidArgument("bands is an empty list.", fix="Omit bands (null) for all bands, or list some.")
+    bad = [b for b in bands if not 1 <= b <= ds.count]
+    if bad:
+        raise InvalidArgument(
+            f"bands {bad} do not exist in '{shown}', which has {ds.count} band(s).",
+            fix=f"Band numbers start at 1: pass values in 1..{ds.count}.",
+        )
+    return list(bands)
+
+
+def _to_raster_crs(
+    ds: DatasetReader, given: np.ndarray, crs: str | None, shown: str
+) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = given[:, 0].copy(), given[:, 1].copy()
+    if crs is None:
+        return xs, ys
+    source = parse_crs(crs, "crs")
+    if ds.crs is None:
+        raise RasterError(
+            f"'{shown}' has no CRS, so points in {crs!r} cannot be placed on it.",
+            fix="Omit crs and pass points in the raster's pixel-grid coordinates (its transform).",
+        )
+    target = parse_crs(ds.crs.to_wkt(), "raster CRS")
+    transformer = pyproj.Transformer.from_crs(source, target, always_xy=True)
+    # errcheck=False: a point the operation cannot take (out of the projection's domain) becomes inf,
+    # and inf is outside every raster.
+    tx, ty = transformer.transform(xs, ys, errcheck=False)
+    return np.asarray(tx, dtype=np.float64), np.asarray(ty, dtype=np.float64)
+
+
+def _cells(ds: DatasetReader, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row and column of each point by the inverse geotransform, and whether it is on the raster.
+
+    Not ``rasterio.transform.rowcol``: it casts to int32 before any range check, so a point far away
+    can wrap around onto the raster. Floor of the fractional pixel position is right for any sign of
+    pixel size and for rotation.
+    """
+    with np.errstate(invalid="ignore"):
+        fcols, frows = ~ds.transform @ (xs, ys)
+        fcols, frows = np.asarray(fcols, dtype=np.float64), np.asarray(frows, dtype=np.float64)
+        inside = (
+            np.isfinite(fcols)
+            & np.isfinite(frows)
+            & (fcols >= 0)
+            & (fcols < ds.width)
+            & (frows >= 0)
+            & (frows < ds.height)
+        )
+    cols = np.where(inside, np.floor(np.where(inside, fcols, 0)), 0).astype(np.int64)
+    rows = np.where(inside, np.floor(np.where(inside, frows, 0)), 0).astype(np.int64)
+    # floor(x) of a value just below width can round up to width in float arithmetic: keep it on the grid.
+    np.minimum(cols, ds.width - 1, out=cols)
+    np.minimum(rows, ds.height - 1, out=rows)
+    return rows, cols, inside
+
+
+def _read_points(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    indexes: list[int],
+    rows: np.ndarray,
+    cols: np.ndarray,
+    inside: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw values (points x bands, float64) and where they are valid, one read per block touched."""
+    raw = np.zeros((len(rows), len(indexes)), dtype=np.float64)
+    valid = np.zeros((len(rows), len(indexes)), dtype=bool)
+    where = np.flatnonzero(inside)
+    if where.size == 0:
+        return raw, valid
+    block_h, block_w = ds.block_shapes[indexes[0] - 1]
+    blocks_across = math.ceil(ds.width / block_w)
+    keys = (rows[where] // block_h) * blocks_across + cols[where] // block_w
+    order = np.argsort(keys, kind="stable")
+    where, keys = where[order], keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = np.r_[starts[1:], where.size]
+    for start, end in zip(starts, ends, strict=True):
+        members = where[start:end]
+        r, c = rows[members], cols[members]
+        r0, c0 = int(r.min()), int(c.min())
+        window = Window(c0, r0, int(c.max()) - c0 + 1, int(r.max()) - r0 + 1)
+        try:
+            data = ds.read(indexes, window=window, masked=True)
+        except GDAL_ERRORS as exc:
+            shown = ctx.workspace.relative(Path(ds.name))
+            raise RasterError(
+                f"'{shown}': pixels around row {r0}, column {c0} could not be read "
+                f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
+                fix="The file is damaged or truncated: re-create or re-download it.",
+            ) from None
+        values = np.ma.getdata(data)[:, r - r0, c - c0].T.astype(np.float64)
+        ok = ~np.ma.getmaskarray(data)[:, r - r0, c - c0].T & np.isfinite(values)
+        raw[members] = values
+        valid[members] = ok
+    return raw, valid
