@@ -190,7 +190,8 @@ def open_for_read(
         text = translate_gdal_error(exc, ctx, path)
         if "No such file" in text:
             raise NotFound(
-                f"{argument}: '{shown}' does not exist in the workspace.", fix="Check the name."
+                f"{argument}: '{shown}' does not exist in the workspace.",
+                fix="Check the name; files.list() (classic: files_list) shows what the workspace holds.",
             ) from None
         if "not recognized as being in a supported file format" in text:
             text = "not recognized as a supported raster format"
