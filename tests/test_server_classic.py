@@ -17,8 +17,10 @@ pytestmark = pytest.mark.anyio
 ERAS = ["auto", "legacy"]
 OPERATION_TOOLS = [
     "crs_info",
+    "crs_transform",
     "files_list",
     "files_remove",
+    "raster_area",
     "raster_calc",
     "raster_convert",
     "raster_info",

@@ -12,9 +12,11 @@ CATALOG: tuple[Operation, ...] = (
     raster.stats,
     raster.reproject,
     raster.convert,
+    raster.area,
     raster.calc,
     raster.sample,
     crs.info,
+    crs.transform,
     files.list,
     files.remove,
 )

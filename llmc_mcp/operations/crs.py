@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Annotated
+import warnings
+from collections.abc import Sequence
+from typing import Annotated, Any
 
+import numpy as np
+import pyproj.network
 from pydantic import Field
-from pyproj import CRS
+from pyproj import CRS, Transformer
+from pyproj.crs import CoordinateOperation
+from pyproj.exceptions import ProjError
+from pyproj.transformer import AreaOfInterest, TransformerGroup
 
 from llmc_mcp.crs_text import identify, parse_crs
+from llmc_mcp.errors import CrsError, InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import AreaOfUse, Axis, CrsInfo, CrsKind, Ellipsoid
+from llmc_mcp.operations.models import (
+    AreaOfUse,
+    Axis,
+    CrsInfo,
+    CrsKind,
+    Ellipsoid,
+    TransformOperation,
+    TransformResult,
+)
 
 _AREA = "area"
 _CONFORMAL = "conformal"
@@ -154,3 +171,254 @@ def _preserves(method: str | None) -> tuple[str, ...]:
         return ()
     key = re.sub(r"\s*\([^)]*\)", "", method).strip().lower()
     return _PRESERVES.get(key, ())
+
+
+MAX_POINTS = 100_000
+"""Points per crs.transform call: far above any lookup an agent makes by hand, and small enough that the
+call (and its JSON) stays fast; more points belong in a raster, transformed by raster.reproject."""
+MAX_BETTER = 5
+_TWO_D = ("geographic", "projected", "bound", "compound")
+_AXIS_SWAP = re.compile(r"^axis order change \([^)]*\)$", re.IGNORECASE)
+
+
+@operation("crs", read_only=True)
+def transform(
+    ctx: OperationContext,
+    points: Annotated[
+        list[tuple[float, float]],
+        Field(
+            description="Points as (x, y) pairs, x first whatever the CRS's official axis order: "
+            "(longitude, latitude) for a geographic CRS, (easting, northing) for a projected one; "
+            f"1 to {MAX_POINTS:,} finite numbers."
+        ),
+    ],
+    src_crs: Annotated[
+        str,
+        Field(
+            description="CRS the points are in: 'EPSG:4326', another authority code, WKT, PROJ or PROJJSON."
+        ),
+    ],
+    dst_crs: Annotated[str, Field(description="CRS to transform the points into (same forms as src_crs).")],
+) -> TransformResult:
+    """Transform points between CRSs, x first, and say which operation PROJ used and how accurate it is.
+
+    Axis order is always x first, in and out, even for EPSG:4326 whose official order is latitude
+    first: the most common source of points landing in the wrong hemisphere. The operation is PROJ's
+    first choice for the area the points cover (the first, in PROJ's ranking, whose area of use
+    contains all of them): ``operation`` gives its name, its accuracy in metres (EPSG's figure; null
+    when unknown) and ``ballpark``, true when PROJ knows no datum shift between the two datums and
+    only matched their axes (errors of tens to hundreds of metres). Grids are never downloaded: when
+    a more accurate operation needs a grid that is not installed, ``better_unavailable`` names it
+    and its grids, and the result uses the best operation available. A point PROJ cannot transform
+    (outside the projection's domain or a grid's extent) comes back as null and is counted in
+    ``failed``. Reads nothing from the workspace.
+
+    Errors: InvalidArgument for no points, more than 100,000, or a coordinate that is not a finite
+    number; CrsError when a CRS is not understood, is not horizontal (geocentric, vertical), or no
+    operation between the two exists.
+    """
+    xs, ys = _check_points(points)
+    src = _horizontal_crs(src_crs, "src_crs")
+    dst = _horizontal_crs(dst_crs, "dst_crs")
+    if pyproj.network.is_network_enabled():
+        # The project's rule (DD-MCP-018): never download grids. Workers switch it off at start.
+        pyproj.network.set_network_enabled(False)
+    aoi = _area_of_interest(src, xs, ys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyproj warns about the missing grid: the result says it
+        try:
+            group = TransformerGroup(src, dst, always_xy=True, area_of_interest=aoi)
+        except ProjError as exc:
+            raise CrsError(
+                f"PROJ found no operation from src_crs to dst_crs ({str(exc)[:200]}).",
+                fix="Check that both CRSs are horizontal CRSs of the Earth (EPSG codes are safest).",
+            ) from None
+    if not group.transformers:
+        raise CrsError(
+            f"PROJ knows no usable operation from {src.name!r} to {dst.name!r} here.",
+            fix="Check the two CRSs; a CRS of another body (Mars, Moon) cannot be transformed to Earth's.",
+        )
+    chosen, covers = _choose(group.transformers, aoi)
+    used = _describe_transformer(chosen)
+    better = _better_unavailable(group.unavailable_operations, used.accuracy_m, aoi)
+    out_x, out_y = chosen.transform(xs, ys, errcheck=False)
+    ok = np.isfinite(out_x) & np.isfinite(out_y)
+    result = [(float(x), float(y)) if good else None for x, y, good in zip(out_x, out_y, ok, strict=True)]
+    failed = int(ok.size - np.count_nonzero(ok))
+    return TransformResult(
+        points=result,
+        failed=failed,
+        operation=used,
+        covers_points=covers,
+        better_unavailable=better,
+        note=_transform_note(used, better, covers, failed, src, dst),
+    )
+
+
+def _check_points(points: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    if not points:
+        raise InvalidArgument("points is empty.", fix="Pass at least one (x, y) pair, e.g. [[3.0, 0.0]].")
+    if len(points) > MAX_POINTS:
+        raise InvalidArgument(
+            f"points has {len(points):,} pairs; one call takes at most {MAX_POINTS:,}.",
+            fix=f"Split the points into calls of at most {MAX_POINTS:,}, or put them in a raster and use "
+            "raster.reproject.",
+        )
+    array = np.asarray(points, dtype="float64").reshape(-1, 2)
+    bad = np.flatnonzero(~np.isfinite(array).all(axis=1))
+    if bad.size:
+        shown = ", ".join(str(int(i)) for i in bad[:5]) + (" ..." if bad.size > 5 else "")
+        raise InvalidArgument(
+            f"points at index {shown} hold a coordinate that is not a finite number (NaN or ±Inf).",
+            fix="Drop those points or replace them with real coordinates.",
+        )
+    return array[:, 0].copy(), array[:, 1].copy()
+
+
+def _horizontal_crs(text: str, argument: str) -> CRS:
+    parsed = parse_crs(text, argument)
+    kind = _kind(parsed)
+    if kind not in _TWO_D:
+        raise CrsError(
+            f"{argument} {parsed.name!r} is a {kind} CRS; crs.transform takes (x, y) points in a geographic "
+            "or projected CRS.",
+            fix="Pass the horizontal CRS, e.g. 'EPSG:4326' rather than a geocentric or vertical one.",
+        )
+    return parsed
+
+
+def _area_of_interest(src: CRS, xs: np.ndarray, ys: np.ndarray) -> AreaOfInterest | None:
+    """The points' extent in degrees on the Earth, so PROJ ranks operations for where the points are.
+
+    Found through src's own geographic CRS, which is a conversion (no datum shift), so nothing here
+    depends on the operation being chosen; ``None`` (the whole area of use) when no point converts.
+    """
+    try:
+        to_degrees = Transformer.from_crs(src, geographic_degrees(src), always_xy=True)
+        lon, lat = to_degrees.transform(xs, ys, errcheck=False)
+    except ProjError:
+        return None
+    ok = np.isfinite(lon) & np.isfinite(lat)
+    if not ok.any():
+        return None
+    lon = np.clip(lon[ok], -180.0, 180.0)
+    lat = np.clip(lat[ok], -90.0, 90.0)
+    return AreaOfInterest(float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))
+
+
+def geographic_degrees(crs: CRS) -> CRS:
+    """src's geodetic CRS as longitude/latitude in degrees from Greenwich (what areas of use are in)."""
+    geodetic = crs.geodetic_crs or crs
+    json: dict[str, Any] = geodetic.to_json_dict()
+    if json.get("type") == "GeographicCRS":
+        json["coordinate_system"] = {
+            "subtype": "ellipsoidal",
+            "axis": [
+                {"name": "Longitude", "abbreviation": "lon", "direction": "east", "unit": "degree"},
+                {"name": "Latitude", "abbreviation": "lat", "direction": "north", "unit": "degree"},
+            ],
+        }
+        return CRS.from_json_dict(json)
+    return CRS.from_epsg(4326)
+
+
+def _contains(area: Any, aoi: AreaOfInterest | None) -> bool:
+    """Whether an area of use (None: unstated, so unlimited) contains the area of interest."""
+    if area is None or aoi is None:
+        return True
+    south_north = area.south <= aoi.south_lat_degree and aoi.north_lat_degree <= area.north
+    if area.west <= area.east:
+        west_east = area.west <= aoi.west_lon_degree and aoi.east_lon_degree <= area.east
+    else:  # across the antimeridian
+        west_east = all(
+            lon >= area.west or lon <= area.east for lon in (aoi.west_lon_degree, aoi.east_lon_degree)
+        )
+    return south_north and west_east
+
+
+def _choose(transformers: Sequence[Transformer], aoi: AreaOfInterest | None) -> tuple[Transformer, bool]:
+    """PROJ's first choice whose area of use holds every point; else its first choice, flagged."""
+    for candidate in transformers:
+        if _contains(candidate.area_of_use, aoi):
+            return candidate, True
+    return transformers[0], False
+
+
+def _steps(description: str) -> str:
+    """PROJ's description without the axis swaps always_xy makes (they say nothing about accuracy)."""
+    parts = [part.strip() for part in description.split(" + ")]
+    kept = [part for part in parts if not _AXIS_SWAP.match(part)]
+    return " + ".join(kept) if kept else description
+
+
+def _accuracy(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) or value < 0 else float(value)
+
+
+def _describe_transformer(chosen: Transformer) -> TransformOperation:
+    # The flag PROJ sets on an operation it built without a datum shift survives on the steps of a
+    # concatenated operation (not through JSON); a single ballpark step is named so by PROJ.
+    steps = chosen.operations or ()
+    ballpark = (
+        any(step.has_ballpark_transformation for step in steps)
+        or "ballpark" in (chosen.description or "").lower()
+    )
+    return TransformOperation(
+        name=_steps(chosen.description or chosen.name),
+        accuracy_m=_accuracy(chosen.accuracy),
+        ballpark=ballpark,
+        missing_grids=[],
+    )
+
+
+def _better_unavailable(
+    unavailable: Sequence[CoordinateOperation], accuracy: float | None, aoi: AreaOfInterest | None
+) -> list[TransformOperation]:
+    """Operations for the points' area that are more accurate than ``accuracy`` but lack a grid."""
+    better = []
+    for op in unavailable:
+        op_accuracy = _accuracy(op.accuracy)
+        if op_accuracy is None or (accuracy is not None and op_accuracy >= accuracy):
+            continue
+        if not _contains(op.area_of_use, aoi):
+            continue
+        better.append(
+            TransformOperation(
+                name=_steps(op.name),
+                accuracy_m=op_accuracy,
+                ballpark=bool(op.has_ballpark_transformation),
+                missing_grids=[grid.short_name for grid in op.grids if not grid.available],
+            )
+        )
+    better.sort(key=lambda op: op.accuracy_m if op.accuracy_m is not None else math.inf)
+    return better[:MAX_BETTER]
+
+
+def _transform_note(
+    used: TransformOperation, better: list[TransformOperation], covers: bool, failed: int, src: CRS, dst: CRS
+) -> str:
+    notes = []
+    if used.ballpark:
+        notes.append(
+            f"No datum shift from {src.name!r} to {dst.name!r} was available: PROJ used a ballpark operation "
+            "(datums taken as equal), so positions may be off by tens to hundreds of metres."
+        )
+    elif used.accuracy_m is None:
+        notes.append(f"Used {used.name!r}; its accuracy is not stated.")
+    elif used.accuracy_m == 0:
+        notes.append(f"Used {used.name!r}: a conversion on one datum, exact.")
+    else:
+        notes.append(f"Used {used.name!r}, accurate to {used.accuracy_m:g} m.")
+    if better:
+        grids = sorted({grid for op in better for grid in op.missing_grids})
+        notes.append(
+            f"A more accurate operation ({better[0].name!r}, {better[0].accuracy_m:g} m) needs grid(s) "
+            f"{', '.join(grids)} that are not installed; grids are never downloaded here."
+        )
+    if not covers:
+        notes.append(
+            "The points extend beyond the operation's area of use: its stated accuracy does not hold."
+        )
+    if failed:
+        notes.append(f"{failed} point(s) could not be transformed and are null.")
+    return " ".join(notes)

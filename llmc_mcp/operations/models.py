@@ -321,3 +321,74 @@ class SampleResult(_Model):
     points: list[SampledPoint] = Field(description="One entry per requested point, in request order.")
     outside_count: int = Field(description="Points outside the raster (every value null).")
     note: str = Field(description="How points were located and values read, in one sentence.")
+
+
+class TransformOperation(_Model):
+    """A coordinate operation PROJ knows between two CRSs."""
+
+    name: str = Field(description="PROJ's description of the operation, e.g. 'NAD27 to NAD83 (1)'.")
+    accuracy_m: float | None = Field(
+        description="Accuracy in metres as the EPSG database states it (0 for a pure conversion); null "
+        "when unknown."
+    )
+    ballpark: bool = Field(
+        description="True when no real datum shift was available: PROJ took the two datums as the same "
+        "(errors of tens to hundreds of metres)."
+    )
+    missing_grids: list[str] = Field(description="Grid files the operation needs that are not installed.")
+
+
+class TransformResult(_Model):
+    """Transformed coordinates and the operation that produced them."""
+
+    points: list[tuple[float, float] | None] = Field(
+        description="(x, y) in dst_crs, x first (easting or longitude), in request order; null for a point "
+        "PROJ could not transform (outside the projection's domain or the grid's extent)."
+    )
+    failed: int = Field(description="How many points are null.")
+    operation: TransformOperation = Field(description="The operation used for every point.")
+    covers_points: bool = Field(
+        description="True when the operation's area of use contains every point; false means it was used "
+        "beyond the area its accuracy is stated for."
+    )
+    better_unavailable: list[TransformOperation] = Field(
+        description="More accurate operations for these points that PROJ knows but cannot run here because "
+        "a grid is missing (grids are never downloaded), best first, at most 5."
+    )
+    note: str = Field(description="What the agent should know about this result, in a sentence or two.")
+
+
+AreaMethod = Literal["ellipsoidal_quadrangle", "geodesic_cells"]
+
+
+class ValueArea(_Model):
+    """The ground area of the cells holding one value."""
+
+    value: float = Field(description="The cell value.")
+    cells: int = Field(description="How many valid cells hold it.")
+    area_m2: float = Field(description="Their ground area on the ellipsoid, in square metres.")
+    area_ha: float = Field(description="The same area in hectares (area_m2 / 10,000).")
+
+
+class RasterArea(_Model):
+    """Ground area per value of one band, on the ellipsoid of the raster's CRS."""
+
+    path: str = Field(description="Workspace-relative file name.")
+    band: int = Field(description="Band number, 1-based.")
+    ellipsoid: str = Field(description="Ellipsoid the areas are measured on, e.g. 'WGS 84'.")
+    areas: list[ValueArea] = Field(
+        description="One entry per value, sorted by value (every requested value, even with 0 cells)."
+    )
+    total_cells: int = Field(
+        description="Valid cells counted (only the requested values, when values is set)."
+    )
+    total_area_m2: float = Field(description="Their ground area in square metres.")
+    nodata_cells: int = Field(description="Cells excluded: nodata value, mask/alpha, NaN or ±Inf.")
+    method: AreaMethod = Field(
+        description="How each cell's ground area was found. 'ellipsoidal_quadrangle': rows are parallels and "
+        "columns meridians (geographic, "
+        "Mercator, other normal cylindrical grids), each row's cell area is exact on the ellipsoid; "
+        "'geodesic_cells': other projections, each cell's corners taken to latitude/longitude and the "
+        "geodesic area measured (on a lattice of cells for large rasters, see method_note)."
+    )
+    method_note: str = Field(description="How the areas were computed and how exact they are.")

@@ -9,6 +9,7 @@ most ~1 M pixels, and reprojection and conversion write block by block, so memor
 with the raster.
 """
 
+from llmc_mcp.operations.raster.area import area
 from llmc_mcp.operations.raster.calc import calc
 from llmc_mcp.operations.raster.convert import convert
 from llmc_mcp.operations.raster.info import info
@@ -16,4 +17,4 @@ from llmc_mcp.operations.raster.reproject import reproject
 from llmc_mcp.operations.raster.sample import sample
 from llmc_mcp.operations.raster.stats import stats
 
-__all__ = ["calc", "convert", "info", "reproject", "sample", "stats"]
+__all__ = ["area", "calc", "convert", "info", "reproject", "sample", "stats"]
