@@ -449,3 +449,24 @@ async def test_code_mode_calc_and_sample(workspace_dir: Path) -> None:
     assert answer["ok"], answer
     physical, row, col, value = answer["result"]
     assert (physical, row, col) == (True, 5, 6) and value == pytest.approx(2 / 3, rel=1e-6)
+
+
+# --- raster.info: the facts calc and sample rely on -------------------------------------------------
+
+
+def test_info_reports_scale_offset_unit_description_and_registration(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against an agent computing with stored counts because nothing told it the band is
+    scaled, or placing point-registered values half a cell off because nothing said 'Point'."""
+    _reflectance(workspace_dir)
+    with rasterio.open(workspace_dir / "s2.tif", "r+") as ds:
+        ds.units = ("reflectance", "reflectance")
+        ds.set_band_description(2, "nir")
+    write(workspace_dir / "point.tif", linear(), tags={"AREA_OR_POINT": "Point"})
+    scaled = call(get_operation("raster.info"), ctx, path="s2.tif")
+    assert (scaled.scales, scaled.offsets) == ([0.0001, 0.0001], [-0.1, -0.1])
+    assert scaled.units == ["reflectance", "reflectance"] and scaled.descriptions == [None, "nir"]
+    assert scaled.registration == "Area"
+    plain = call(get_operation("raster.info"), ctx, path="point.tif")
+    assert (plain.scales, plain.offsets, plain.units, plain.registration) == ([1.0], [0.0], [None], "Point")

@@ -104,6 +104,15 @@ class RasterInfo(_Model):
         description="Overview decimation factors of each band, e.g. [2, 4, 8]; [] when none were built."
     )
     descriptions: list[str | None] = Field(description="Band descriptions (names), null when unset.")
+    scales: list[float] = Field(
+        description="Declared scale of each band (1 when none): physical value = raw * scale + offset."
+    )
+    offsets: list[float] = Field(description="Declared offset of each band (0 when none).")
+    units: list[str | None] = Field(description="Declared unit of each band, e.g. 'K', null when unset.")
+    registration: Literal["Area", "Point"] | None = Field(
+        description="AREA_OR_POINT: 'Area' (a value covers its cell) or 'Point' (a value is at the cell "
+        "centre; the transform still gives the cell corners); null when the file does not say."
+    )
     colorinterp: list[str] = Field(
         description="Colour interpretation of each band, e.g. 'red', 'gray', 'alpha'."
     )

@@ -7,7 +7,7 @@ wrote, so every face sees one shape of raster description.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 from rasterio.crs import CRS as RioCRS
@@ -38,6 +38,8 @@ def info(
     (``crs.epsg``), else by name; ask for ``include_wkt`` to get the full definition. ``transform``
     is the affine geotransform: non-zero b/d mean a rotated grid, which some tools ignore.
     ``mask_flags`` say where validity comes from (nodata value, internal mask or alpha band).
+    ``scales``/``offsets`` turn stored values into physical ones (raw * scale + offset: raster.calc
+    and raster.sample apply them), ``units`` name them; ``registration`` is AREA_OR_POINT.
     Metadata tags are capped at 50 keys and 500 characters per value (``tags_truncated``).
 
     Errors (ApiError, by e.type): not_found if the file does not exist, raster_error if it is not a
@@ -75,11 +77,22 @@ def describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> Ras
         layout=structure.get("LAYOUT"),
         overviews=[ds.overviews(i) for i in ds.indexes],
         descriptions=list(ds.descriptions),
+        scales=[1.0 if v is None else float(v) for v in ds.scales],
+        offsets=[0.0 if v is None else float(v) for v in ds.offsets],
+        units=[u or None for u in ds.units],
+        registration=_registration(ds.tags().get("AREA_OR_POINT")),
         colorinterp=[ci.name for ci in ds.colorinterp],
         tags=tags,
         tags_truncated=truncated,
         file_size_bytes=file.stat().st_size,
     )
+
+
+def _registration(value: str | None) -> Literal["Area", "Point"] | None:
+    """GDAL's AREA_OR_POINT, in its two spellings; anything else is reported as unknown."""
+    if value is not None and value.lower() in ("area", "point"):
+        return "Area" if value.lower() == "area" else "Point"
+    return None
 
 
 def _crs_ref(crs: RioCRS | None, include_wkt: bool) -> CrsRef | None:
