@@ -127,6 +127,15 @@ def test_a_better_operation_whose_grid_is_missing_is_reported(ctx: OperationCont
     assert not any(grid.startswith("ca_") for grid in grids)
 
 
+def test_points_spread_over_several_grids_name_each_missing_grid(ctx: OperationContext) -> None:
+    """Guards against reporting only the grid of the first area: Kansas and Alaska points are served by
+    different NADCON grids (conus, alaska), both missing here; both are named."""
+    result = transform(ctx, points=[[-98.0, 38.0], [-150.0, 61.0]], src_crs="EPSG:4267", dst_crs="EPSG:4269")
+    grids = {grid for op in result.better_unavailable for grid in op.missing_grids}
+    assert {"us_noaa_conus.tif", "us_noaa_alaska.tif"} <= grids
+    assert result.operation.ballpark and result.failed == 0
+
+
 def test_a_point_outside_the_projection_is_null_not_infinity(ctx: OperationContext) -> None:
     """Guards against inf leaking into JSON: the antipode of an orthographic projection's centre has no
     image; its slot is null and counted, the other point is transformed."""

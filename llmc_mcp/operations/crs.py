@@ -336,6 +336,16 @@ def _contains(area: Any, aoi: AreaOfInterest | None) -> bool:
     return south_north and west_east
 
 
+def _intersects(area: Any, aoi: AreaOfInterest | None) -> bool:
+    """Whether an area of use (None: unlimited) holds some of the area of interest."""
+    if area is None or aoi is None:
+        return True
+    if area.south > aoi.north_lat_degree or aoi.south_lat_degree > area.north:
+        return False
+    spans = [(area.west, area.east)] if area.west <= area.east else [(area.west, 180.0), (-180.0, area.east)]
+    return any(west <= aoi.east_lon_degree and aoi.west_lon_degree <= east for west, east in spans)
+
+
 def _choose(transformers: Sequence[Transformer], aoi: AreaOfInterest | None) -> tuple[Transformer, bool]:
     """PROJ's first choice whose area of use holds every point; else its first choice, flagged."""
     for candidate in transformers:
@@ -374,13 +384,16 @@ def _describe_transformer(chosen: Transformer) -> TransformOperation:
 def _better_unavailable(
     unavailable: Sequence[CoordinateOperation], accuracy: float | None, aoi: AreaOfInterest | None
 ) -> list[TransformOperation]:
-    """Operations for the points' area that are more accurate than ``accuracy`` but lack a grid."""
+    """Operations for (some of) the points' area more accurate than ``accuracy`` that lack a grid.
+
+    For a single point, operations whose area of use holds it; for a spread of points, also those
+    covering part of it (a better grid for some of the points is worth knowing)."""
     better = []
     for op in unavailable:
         op_accuracy = _accuracy(op.accuracy)
         if op_accuracy is None or (accuracy is not None and op_accuracy >= accuracy):
             continue
-        if not _contains(op.area_of_use, aoi):
+        if not _intersects(op.area_of_use, aoi):
             continue
         better.append(
             TransformOperation(
@@ -412,8 +425,9 @@ def _transform_note(
     if better:
         grids = sorted({grid for op in better for grid in op.missing_grids})
         notes.append(
-            f"A more accurate operation ({better[0].name!r}, {better[0].accuracy_m:g} m) needs grid(s) "
-            f"{', '.join(grids)} that are not installed; grids are never downloaded here."
+            f"{len(better)} more accurate operation(s) (best: {better[0].name!r}, "
+            f"{better[0].accuracy_m:g} m) need grid(s) not installed here ({', '.join(grids)}); grids are "
+            "never downloaded."
         )
     if not covers:
         notes.append(

@@ -361,8 +361,8 @@ class TransformResult(_Model):
         "beyond the area its accuracy is stated for."
     )
     better_unavailable: list[TransformOperation] = Field(
-        description="More accurate operations for these points that PROJ knows but cannot run here because "
-        "a grid is missing (grids are never downloaded), best first, at most 5."
+        description="More accurate operations for these points (or some of them) that PROJ knows but cannot "
+        "run here because a grid is missing (grids are never downloaded), best first, at most 5."
     )
     note: str = Field(description="What the agent should know about this result, in a sentence or two.")
 
