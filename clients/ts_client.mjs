@@ -132,7 +132,10 @@ async function codeFlow(client, summary) {
 async function classicFlow(client, summary) {
   const prompts = await client.listPrompts();
   summary.prompts = prompts.prompts.map((p) => p.name).sort();
-  const prompt = await client.getPrompt({ name: "justify_resampling_method", arguments: { method: opts.resampling } });
+  const prompt = await client.getPrompt({
+    name: "justify_resampling_method",
+    arguments: { method: opts.resampling, data: "continuous", purpose: "warping" },
+  });
   summary.promptText = prompt.messages.map((m) => m.content.text ?? "").join("");
 
   const info = await client.callTool({ name: "raster_info", arguments: { path: opts.src } });
