@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 import rasterio
@@ -285,38 +287,57 @@ class CopyPlan:
 def big_raster(path: Path, side: int = 4096) -> None:
     """Noise compresses poorly, so a DEFLATE conversion of it takes a while (seconds)."""
     rng = np.random.default_rng(1)
-    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32"}
+    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32",
+               "crs": "EPSG:32633", "transform": rasterio.transform.from_origin(500000, 5000000, 10, 10)}  # fmt: skip
     with rasterio.open(path, "w", **profile, tiled=True, blockxsize=512, blockysize=512) as ds:
         for top in range(0, side, 512):
             ds.write(rng.random((512, side), dtype=np.float32), 1, window=((top, top + 512), (0, side)))
 
 
-@pytest.mark.parametrize("mode", ["code", "classic"])
-async def test_a_write_killed_by_the_wall_clock_leaves_no_temporary_file(
-    workspace_dir: Path, mode: str
-) -> None:
-    """Guards against: the cleanup running in the worker that was killed, so the temp file stayed."""
+async def test_a_write_killed_by_the_wall_clock_leaves_no_temporary_file(workspace_dir: Path) -> None:
+    """Guards against: the cleanup running in the worker that was killed, so the temp file stayed.
+
+    A loop of conversions outlasts any wall clock, on any machine, so the kill lands mid-write.
+    """
     big_raster(workspace_dir / "big.tif")
-    settings = settings_for(workspace_dir, mode, exec_timeout=0.7)
+    settings = settings_for(workspace_dir, "code", exec_timeout=0.7)
     async with client_for(settings) as client:
-        if mode == "classic":
-            args = {"src": "big.tif", "dst": "slow/out.tif", "compress": "DEFLATE", "predictor": 1}
-            for _ in range(5):
-                result = structured(await client.call_tool("raster_convert", args))
-                if result.get("type") == "Timeout":
-                    break
-            assert result.get("type") == "Timeout", result
-        else:
-            out = await run(
-                client,
-                """
-                for i in range(1000):
-                    raster.convert("big.tif", "slow/out.tif", compress="DEFLATE", predictor=1)
-                """,
-            )
-            assert out["error"]["type"] == "Timeout", out
+        out = await run(
+            client,
+            """
+            for i in range(1000):
+                raster.convert("big.tif", "slow/out.tif", compress="DEFLATE", predictor=1)
+            """,
+        )
+        assert out["error"]["type"] == "Timeout", out
         assert partials(workspace_dir) == [] and journal_entries(workspace_dir) == []
-        assert await convert(client, mode, "after.tif") is None, "the session does not write after a kill"
+        assert await convert(client, "code", "after.tif") is None, "the session does not write after a kill"
+
+
+async def test_a_classic_write_whose_worker_is_killed_mid_write_leaves_no_temporary_file(
+    workspace_dir: Path,
+) -> None:
+    """Guards against the same leak in classic mode: the worker is killed once its temp file exists."""
+    big_raster(workspace_dir / "big.tif")
+    server = build_server(settings_for(workspace_dir, "classic"))
+    pool: Any = server.pool  # type: ignore[attr-defined]
+    args = {"src": "big.tif", "dst": "slow/out.tif", "compress": "DEFLATE", "predictor": 1}
+    async with Client(server) as client:
+        assert await convert(client, "classic", "warm.tif") is None
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                results.append(structured(await client.call_tool("raster_convert", args)))
+
+            tg.start_soon(call)
+            with anyio.fail_after(60):
+                while not journal_entries(workspace_dir) and not results:
+                    await anyio.sleep(0.005)
+            for pid in pool.worker_pids().values():
+                os.kill(pid, signal.SIGKILL)
+        assert results and results[0].get("type") in ("WorkerCrashed", None), results
+        assert partials(workspace_dir) == [] and journal_entries(workspace_dir) == []
 
 
 def test_temporary_files_a_previous_server_left_are_swept_at_start(workspace_dir: Path) -> None:
