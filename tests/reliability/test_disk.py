@@ -287,8 +287,8 @@ class CopyPlan:
 def big_raster(path: Path, side: int = 4096) -> None:
     """Noise compresses poorly, so a DEFLATE conversion of it takes a while (seconds)."""
     rng = np.random.default_rng(1)
-    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32",
-               "crs": "EPSG:32633", "transform": rasterio.transform.from_origin(500000, 5000000, 10, 10)}  # fmt: skip
+    grid = {"crs": "EPSG:32633", "transform": rasterio.transform.from_origin(500000, 5000000, 10, 10)}
+    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32", **grid}
     with rasterio.open(path, "w", **profile, tiled=True, blockxsize=512, blockysize=512) as ds:
         for top in range(0, side, 512):
             ds.write(rng.random((512, side), dtype=np.float32), 1, window=((top, top + 512), (0, side)))
