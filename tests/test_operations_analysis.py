@@ -470,3 +470,44 @@ def test_info_reports_scale_offset_unit_description_and_registration(
     assert scaled.registration == "Area"
     plain = call(get_operation("raster.info"), ctx, path="point.tif")
     assert (plain.scales, plain.offsets, plain.units, plain.registration) == ([1.0], [0.0], [None], "Point")
+
+
+# --- raster.stats: physical values with the raw beside them -----------------------------------------
+
+
+def test_stats_apply_scale_and_offset_with_the_raw_statistics_beside(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against statistics of stored counts read as physical values: raw 0..99 (each value 12
+    times) with scale 0.5 and offset 10 has physical min 10, max 59.5, mean 34.75, std |0.5| * raw std,
+    median 34.75; the raw figures stay beside them, and physical=False gives the raw ones alone."""
+    raw = np.repeat(np.arange(100, dtype="uint16"), 12).reshape(H, W)
+    write(workspace_dir / "t.tif", raw, scales=(0.5,), offsets=(10.0,))
+    stats = get_operation("raster.stats")
+    band = call(stats, ctx, path="t.tif", percentiles=[50, 90], histogram_bins=4).bands[0]
+    assert (band.min, band.max, band.mean) == (10.0, 59.5, pytest.approx(34.75))
+    assert band.std == pytest.approx(0.5 * float(raw.std()))
+    assert band.percentiles == {
+        "p50": pytest.approx(34.75),
+        "p90": pytest.approx(10 + 0.5 * np.percentile(raw, 90)),
+    }
+    assert band.histogram is not None and band.histogram.edges[0] == 10.0 and band.histogram.edges[-1] == 59.5
+    assert (band.scale, band.offset) == (0.5, 10.0) and band.raw is not None
+    assert (band.raw.min, band.raw.max, band.raw.mean) == (0.0, 99.0, pytest.approx(49.5))
+    assert band.raw.percentiles["p50"] == pytest.approx(49.5)
+    result = call(stats, ctx, path="t.tif", percentiles=[50], physical=False)
+    assert (result.bands[0].min, result.bands[0].max, result.bands[0].raw) == (0.0, 99.0, None)
+    assert "physical=False" in result.method
+
+
+def test_stats_with_a_negative_scale_swap_min_and_max_and_mirror_percentiles(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against mapping min to min and p10 to p10 through a decreasing scale: with scale -1 and
+    offset 100, physical min is 100 - raw max and physical p10 is 100 - raw p90."""
+    raw = np.repeat(np.arange(100, dtype="int16"), 12).reshape(H, W)
+    write(workspace_dir / "n.tif", raw, scales=(-1.0,), offsets=(100.0,))
+    band = call(get_operation("raster.stats"), ctx, path="n.tif", percentiles=[10]).bands[0]
+    assert (band.min, band.max) == (1.0, 100.0)
+    assert band.percentiles == {"p10": pytest.approx(100 - np.percentile(raw, 90))}
+    assert band.raw is not None and band.raw.percentiles == {"p10": pytest.approx(np.percentile(raw, 10))}

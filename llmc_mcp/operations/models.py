@@ -130,6 +130,18 @@ class Histogram(_Model):
     counts: list[int] = Field(description="Valid pixels in each bin.")
 
 
+class RawStats(_Model):
+    """The stored-value statistics beside physical ones: what the file holds before scale and offset."""
+
+    min: float | None = Field(description="Smallest valid stored value.")
+    max: float | None = Field(description="Largest valid stored value.")
+    mean: float | None = Field(description="Mean of valid stored values.")
+    std: float | None = Field(description="Population standard deviation of valid stored values.")
+    percentiles: dict[str, float] = Field(
+        description="Requested percentiles of stored values, keyed like 'p50'."
+    )
+
+
 class BandStats(_Model):
     """Statistics of one band's valid pixels (nodata, masked and non-finite pixels excluded)."""
 
@@ -145,6 +157,13 @@ class BandStats(_Model):
         "order statistics, as numpy.percentile); empty when there is no valid pixel."
     )
     histogram: Histogram | None = Field(None, description="Present when histogram_bins was given.")
+    scale: float = Field(1.0, description="The band's declared scale (1 when none).")
+    offset: float = Field(0.0, description="The band's declared offset (0 when none).")
+    raw: RawStats | None = Field(
+        None,
+        description="Statistics of the stored values, when the figures above are physical (raw * scale + "
+        "offset applied); null when they are the stored values themselves.",
+    )
 
 
 class RasterStats(_Model):

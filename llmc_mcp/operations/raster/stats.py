@@ -20,8 +20,8 @@ from rasterio.windows import Window
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
-from llmc_mcp.operations.models import RasterStats
-from llmc_mcp.operations.raster.accumulate import BandAccumulator
+from llmc_mcp.operations.models import BandStats, Histogram, RasterStats, RawStats
+from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key
 
 CHUNK_PIXELS = 1 << 20
 """Pixels per band read at once by stats (and the pixel budget of approx=True)."""
@@ -49,6 +49,13 @@ def stats(
             "the file has them) instead of every pixel: fast on huge files, but not exact."
         ),
     ] = False,
+    physical: Annotated[
+        bool,
+        Field(
+            description="Report bands that declare a scale/offset in physical values (raw * scale + offset), "
+            "with the stored-value statistics in 'raw'; False reports stored values only."
+        ),
+    ] = True,
 ) -> RasterStats:
     """Per-band statistics of valid pixels: min, max, mean, std, counts, percentiles, optional histogram.
 
@@ -60,6 +67,9 @@ def stats(
     with a value range under ~1 M; other bands take a second pass through a 65536-bin histogram, so
     a percentile may be off by (max - min) / 65536. ``method`` says which applied. With
     ``approx=True`` the answer describes a decimated sample (``approx`` and ``method`` say so).
+    A band that declares a scale or offset (raster.info's ``scales``/``offsets``) is reported in
+    physical values, raw * scale + offset, with the stored-value statistics beside them in ``raw``;
+    ``physical=False`` reports stored values (``method`` says which).
 
     Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, a percentile outside
     [0, 100] or histogram_bins outside 1..10000; raster_error when pixel data cannot be read (damaged
@@ -81,8 +91,13 @@ def stats(
                 fix="Summarise the other bands (pass bands=[...]).",
             )
         reads, how, approximate = _plan_reads(ds, approx)
+        linear = {b: _scale_offset(ds, b) for b in indexes}
+        applied = [b for b in indexes if physical and linear[b] != (1.0, 0.0)]
+        # A negative scale reverses the order: physical p is stored (100 - p), so that is computed too.
+        mirrored = [100.0 - p for p in wanted if any(linear[b][0] < 0 for b in applied)]
+        computed = list(dict.fromkeys([*wanted, *mirrored]))
         accumulators = {
-            b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(wanted), histogram_bins) for b in indexes
+            b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(computed), histogram_bins) for b in indexes
         }
         for window, shape in reads:
             for b in indexes:
@@ -93,14 +108,88 @@ def stats(
             for window, shape in reads:
                 for b in second:
                     accumulators[b].second(_read_valid(ctx, ds, b, window, shape)[0])
-        results = [accumulators[b].result(b, wanted, histogram_bins) for b in indexes]
+        results = []
+        for b in indexes:
+            stored = accumulators[b].result(b, computed, histogram_bins)
+            scale, offset = linear[b]
+            results.append(
+                _apply(stored, wanted, scale, offset) if b in applied else _keep(stored, wanted, *linear[b])
+            )
         mean_methods = sorted({accumulators[b].mean_method for b in indexes})
         percentile_methods = sorted({accumulators[b].percentile_method for b in indexes if wanted})
     method = how + " Nodata values, mask/alpha-masked pixels and (float bands) NaN/±Inf are excluded."
     method += " Mean/std: " + "; ".join(mean_methods) + "."
     if percentile_methods:
         method += " Percentiles: " + "; ".join(percentile_methods) + "."
+    method += _scaling_sentence(indexes, linear, applied, physical)
     return RasterStats(path=shown, bands=results, approx=approximate, method=method)
+
+
+def _scale_offset(ds: DatasetReader, band: int) -> tuple[float, float]:
+    scale, offset = ds.scales[band - 1], ds.offsets[band - 1]
+    return (1.0 if scale is None else float(scale), 0.0 if offset is None else float(offset))
+
+
+def _keep(stored: BandStats, wanted: list[float], scale: float, offset: float) -> BandStats:
+    """Stored-value statistics as the answer (nothing to apply, or physical=False): requested keys only."""
+    keys = {_key(p) for p in wanted}
+    percentiles = {k: v for k, v in stored.percentiles.items() if k in keys}
+    return stored.model_copy(update={"percentiles": percentiles, "scale": scale, "offset": offset})
+
+
+def _apply(stored: BandStats, wanted: list[float], scale: float, offset: float) -> BandStats:
+    """Physical statistics from stored ones: every figure is a linear map of the stored figure.
+
+    min/max/mean/percentiles map through raw * scale + offset (a negative scale swaps min and max and
+    turns percentile p into stored percentile 100 - p); std scales by |scale|; counts are unchanged.
+    """
+
+    def f(value: float | None) -> float | None:
+        return None if value is None else value * scale + offset
+
+    raw_percentiles = {_key(p): stored.percentiles[_key(p)] for p in wanted if _key(p) in stored.percentiles}
+    source = {p: (100.0 - p if scale < 0 else p) for p in wanted}
+    percentiles = {
+        _key(p): f(stored.percentiles[_key(q)]) for p, q in source.items() if _key(q) in stored.percentiles
+    }
+    low, high = f(stored.min), f(stored.max)
+    if scale < 0:
+        low, high = high, low
+    histogram = stored.histogram
+    if histogram is not None:
+        edges = [e * scale + offset for e in histogram.edges]
+        counts = list(histogram.counts)
+        if scale < 0:
+            edges, counts = edges[::-1], counts[::-1]
+        histogram = Histogram(edges=edges, counts=counts)
+    raw = RawStats(
+        min=stored.min, max=stored.max, mean=stored.mean, std=stored.std, percentiles=raw_percentiles
+    )
+    return stored.model_copy(
+        update={
+            "min": low,
+            "max": high,
+            "mean": f(stored.mean),
+            "std": None if stored.std is None else stored.std * abs(scale),
+            "percentiles": percentiles,
+            "histogram": histogram,
+            "scale": scale,
+            "offset": offset,
+            "raw": raw,
+        }
+    )
+
+
+def _scaling_sentence(
+    indexes: list[int], linear: dict[int, tuple[float, float]], applied: list[int], physical: bool
+) -> str:
+    declared = [b for b in indexes if linear[b] != (1.0, 0.0)]
+    if not declared:
+        return ""
+    forms = ", ".join(f"band {b} = raw * {linear[b][0]:g} + {linear[b][1]:g}" for b in declared)
+    if applied:
+        return f" Physical values: scale and offset applied ({forms}); stored-value statistics in 'raw'."
+    return f" physical=False: stored values, although the bands declare scale/offset ({forms})."
 
 
 def _check_percentiles(percentiles: Sequence[float]) -> list[float]:
