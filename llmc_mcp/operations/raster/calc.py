@@ -186,6 +186,7 @@ def calc(
     specs = _check_inputs(inputs)
     names = [spec["name"] for spec in specs]
     program = parse_expression(expression, names)
+    _check_program(program, names)
     out_dtype = np.dtype(dtype)
     out_nodata = _output_nodata(out_dtype, nodata)
     dst_path = _check_dst(ctx, dst, specs)
@@ -196,7 +197,6 @@ def calc(
                 opened[spec["path"]] = stack.enter_context(open_for_read(ctx, spec["path"], "inputs.path"))
         bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
         _check_one_grid(ctx, bound)
-        _check_program(program, names)
         first = bound[0].dataset
         options = creation_options(ctx, "DEFLATE", out_dtype, 1, None, None, cog=False)
         profile: dict[str, Any] = {
