@@ -20,7 +20,7 @@ from mcp import Client
 from pyproj import Transformer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, PathRefused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
@@ -449,6 +449,28 @@ async def test_code_mode_calc_and_sample(workspace_dir: Path) -> None:
     assert answer["ok"], answer
     physical, row, col, value = answer["result"]
     assert (physical, row, col) == (True, 5, 6) and value == pytest.approx(2 / 3, rel=1e-6)
+
+
+def test_calc_and_sample_refuse_a_raster_whose_metadata_points_at_another_file(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against an input opened without the hostile-file checks: an OVERVIEW_FILE naming
+    /etc/passwd makes GDAL read it by itself, so both operations must refuse before any pixel."""
+    write(workspace_dir / "a.tif", linear())
+    with rasterio.open(workspace_dir / "hostile.tif", "w", **_profile(workspace_dir / "a.tif")) as ds:
+        ds.write(linear()[None])
+        ds.update_tags(ns="OVERVIEWS", OVERVIEW_FILE="/etc/passwd")
+    inputs = [{"name": "a", "path": "a.tif"}, {"name": "h", "path": "hostile.tif"}]
+    with pytest.raises(PathRefused, match="OVERVIEW_FILE"):
+        call(CALC, ctx, expression="a + h", inputs=inputs, dst="x.tif")
+    with pytest.raises(PathRefused, match="OVERVIEW_FILE"):
+        call(SAMPLE, ctx, path="hostile.tif", points=[[500_005.0, 4_499_995.0]])
+    assert not (workspace_dir / "x.tif").exists()
+
+
+def _profile(path: Path) -> dict[str, Any]:
+    with rasterio.open(path) as ds:
+        return dict(ds.profile)
 
 
 # --- raster.info: the facts calc and sample rely on -------------------------------------------------
