@@ -405,7 +405,8 @@ class RasterArea(_Model):
     band: int = Field(description="Band number, 1-based.")
     ellipsoid: str = Field(description="Ellipsoid the areas are measured on, e.g. 'WGS 84'.")
     areas: list[ValueArea] = Field(
-        description="One entry per value, sorted by value (every requested value, even with 0 cells)."
+        description="One entry per value found, sorted by value; with values given, one per requested value "
+        "in request order, even with 0 cells."
     )
     total_cells: int = Field(
         description="Valid cells counted (only the requested values, when values is set)."
