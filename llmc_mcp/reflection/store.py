@@ -272,12 +272,8 @@ def _load_or_create_secret(path: Path, legacy: Path | None = None) -> bytes:
 
 def _exclusive_write(path: Path, data: bytes) -> bool:
     """Write ``data`` durably under ``path`` unless the name exists; False (nothing written) if it does."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    tmp = _durable_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -289,6 +285,21 @@ def _exclusive_write(path: Path, data: bytes) -> bool:
     return True
 
 
+def _durable_temp(path: Path, data: bytes) -> str:
+    """``data`` written and fsynced to a hidden temporary file beside ``path``; removed on failure."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
 def _fsync_dir(folder: Path) -> None:
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
@@ -298,12 +309,8 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    tmp = _durable_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

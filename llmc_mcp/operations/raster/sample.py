@@ -25,6 +25,7 @@ from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
 from llmc_mcp.operations.models import SampleResult
+from llmc_mcp.operations.raster.stats import check_bands
 
 MAX_POINTS = 100_000
 """Points per call: the answer is about 150 bytes a point and band, so this keeps it to a few MB."""
@@ -73,7 +74,7 @@ def sample(
     given = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
-        indexes = _check_bands(ds, bands, shown)
+        indexes = check_bands(ds, bands, shown)
         xs, ys = _to_raster_crs(ds, given, crs, shown)
         rows, cols, inside = _cells(ds, xs, ys)
         raw, valid = _read_points(ctx, ds, indexes, rows, cols, inside)
@@ -132,20 +133,6 @@ def _points(
             }
         )
     return out
-
-
-def _check_bands(ds: DatasetReader, bands: list[int] | None, shown: str) -> list[int]:
-    if bands is None:
-        return list(ds.indexes)
-    if not bands:
-        raise InvalidArgument("bands is an empty list.", fix="Omit bands (null) for all bands, or list some.")
-    bad = [b for b in bands if not 1 <= b <= ds.count]
-    if bad:
-        raise InvalidArgument(
-            f"bands {bad} do not exist in '{shown}', which has {ds.count} band(s).",
-            fix=f"Band numbers start at 1: pass values in 1..{ds.count}.",
-        )
-    return list(bands)
 
 
 def _to_raster_crs(

@@ -83,7 +83,7 @@ def stats(
         )
     with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
-        indexes = _check_bands(ds, bands, shown)
+        indexes = check_bands(ds, bands, shown)
         complex_bands = [b for b in indexes if np.dtype(ds.dtypes[b - 1]).kind == "c"]
         if complex_bands:
             raise InvalidArgument(
@@ -202,7 +202,7 @@ def _check_percentiles(percentiles: Sequence[float]) -> list[float]:
     return list(dict.fromkeys(float(p) for p in percentiles))
 
 
-def _check_bands(ds: DatasetReader, bands: Sequence[int] | None, shown: str) -> list[int]:
+def check_bands(ds: DatasetReader, bands: Sequence[int] | None, shown: str) -> list[int]:
     if bands is None:
         return list(ds.indexes)
     if not bands:
