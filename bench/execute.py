@@ -239,6 +239,8 @@ async def main() -> None:
         times = await warm(ws)
         cold_code = await cold(ws, "code")
         cold_classic = await cold(ws, "classic")
+        with cpu_load():
+            cold_loaded = await cold(ws, "code")
         idle_firsts, loaded_firsts, eras = await http_figures(ws)
 
     stats = {name: summary(values) for name, values in times.items()}
@@ -274,7 +276,8 @@ async def main() -> None:
     rows = [
         [mode, ms(med(s, "connect")), ms(med(s, "first")), ms(med(s, "warm")),
          ratio(med(s, "first"), med(s, "warm"))]
-        for mode, s in (("code", cold_code), ("classic", cold_classic))
+        for mode, s in (("code", cold_code), ("classic", cold_classic),
+                        ("code, 2 CPU-bound processes running", cold_loaded))
     ]  # fmt: skip
     print_table(
         ["mode", "connect p50 ms", "first call p50 ms", "warm p50 ms", "cold / warm"],
@@ -306,7 +309,8 @@ async def main() -> None:
         f'execute_code("1 + 1") p50 {ms(code_warm["p50"])} ms / p99 {ms(code_warm["p99"])} ms vs classic '
         f"crs_info p50 {ms(baseline['p50'])} ms / p99 {ms(baseline['p99'])} ms "
         f"({ratio(code_warm['p50'], baseline['p50'])} at p50); code cold first call p50 "
-        f"{ms(med(cold_code, 'first'))} ms = {ratio(med(cold_code, 'first'), med(cold_code, 'warm'))} warm; "
+        f"{ms(med(cold_code, 'first'))} ms = {ratio(med(cold_code, 'first'), med(cold_code, 'warm'))} warm "
+        f"({ms(med(cold_loaded, 'first'))} ms loaded); "
         f"HTTP first call of a new session p50 {ms(idle['p50'])} ms idle, {ms(loaded['p50'])} ms loaded; "
         f"stateless with handle p50 {ms(handled['p50'])} ms = {ratio(handled['p50'], handshake['p50'])} "
         "handshake",
