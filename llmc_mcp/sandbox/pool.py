@@ -57,6 +57,7 @@ from llmc_mcp.config import Settings
 from llmc_mcp.operations.gdal_env import worker_gdal_environment
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.executor import check_code
+from llmc_mcp.sandbox.prestart import prestart
 from llmc_mcp.sandbox.worker import WorkerConfig
 from llmc_mcp.sessions import current_session
 
@@ -87,6 +88,21 @@ _WORKER_ENV = {
 
 NEUTRAL_CWD = "/"
 """The worker's working directory: nowhere the agent's data (or anyone's modules) can be."""
+
+
+def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
+    return WorkerConfig(
+        workspace=workspace,
+        memory_mb=settings.memory_mb,
+        output_limit=settings.output_limit,
+        num_threads=settings.num_threads,
+        cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
+    )
+
+
+def start_worker_early(settings: Settings, workspace: str) -> Process | None:
+    """Start the pool's first spare now, before the server's own imports (see :mod:`.prestart`)."""
+    return prestart(worker_command(worker_config(settings, workspace)), worker_environment(), NEUTRAL_CWD)
 
 
 def worker_command(config: WorkerConfig) -> list[str]:
@@ -162,18 +178,15 @@ class WorkerPool:
         max_workers: int | None = None,
         on_discard: Callable[[str], Awaitable[None]] | None = None,
         warm_spare: bool = True,
+        prestarted: Process | None = None,
     ):
         self.settings = settings
         self._handler = handler
         self._on_discard = on_discard
         """Called with the session key once a worker is gone (killed, crashed, reaped or closed)."""
-        self._config = WorkerConfig(
-            workspace=workspace,
-            memory_mb=settings.memory_mb,
-            output_limit=settings.output_limit,
-            num_threads=settings.num_threads,
-            cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
-        )
+        self._config = worker_config(settings, workspace)
+        self._prestarted = prestarted
+        """A worker started before the event loop (:func:`start_worker_early`): the first spare."""
         self.max_workers = max_workers or settings.max_workers
         self._workers: dict[str, Worker] = {}
         self._locks: dict[str, anyio.Lock] = {}
@@ -327,6 +340,12 @@ class WorkerPool:
         if reaper is not None and not reaper.done():
             reaper.cancel()
         await self.stop_spare()
+        prestarted, self._prestarted = self._prestarted, None
+        if prestarted is not None:
+            with contextlib.suppress(ProcessLookupError):
+                prestarted.kill()
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await prestarted.aclose()
         for key in list(self._workers):
             await self._discard(key)
         self._locks.clear()
@@ -431,8 +450,9 @@ class WorkerPool:
             await _stop(spare)
 
     async def _make_spare(self) -> None:
+        prestarted, self._prestarted = self._prestarted, None
         try:
-            worker = await self._spawn("spare", counted=False)
+            worker = await self._spawn("spare", counted=False, process=prestarted)
         except WorkerStartError as exc:
             log.warning("spare worker could not be started (%s); sessions start their own", exc)
             return
@@ -459,12 +479,15 @@ class WorkerPool:
 
     # ------------------------------------------------------------------------------------ internals
 
-    async def _spawn(self, key: str, *, counted: bool = True) -> Worker:
-        """Start a worker; ``counted`` ones hold a session's place against ``max_workers`` meanwhile."""
+    async def _spawn(self, key: str, *, counted: bool = True, process: Process | None = None) -> Worker:
+        """Start a worker (or adopt ``process``, already started) and wait until it is ready.
+
+        ``counted`` workers hold a session's place against ``max_workers`` meanwhile.
+        """
         self._starting += counted
         try:
             try:
-                process = await anyio.open_process(
+                process = process or await anyio.open_process(
                     worker_command(self._config),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,

@@ -179,5 +179,9 @@ def worker_pool(runtime: Runtime) -> WorkerPool:
     """The pool of confined workers every operation of either face runs in, served by the host."""
     host = HostRequests(runtime)
     return WorkerPool(
-        runtime.settings, str(runtime.context.workspace.root), host, on_discard=host.worker_discarded
+        runtime.settings,
+        str(runtime.context.workspace.root),
+        host,
+        on_discard=host.worker_discarded,
+        prestarted=runtime.prestarted,
     )

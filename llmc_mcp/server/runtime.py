@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from anyio.abc import Process
+
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.operations.gdal_env import disable_network
@@ -23,9 +25,18 @@ class Runtime:
     context: OperationContext
     gate: Gate
     outputs: OutputLedger
+    prestarted: Process | None = None
+    """A worker the command started before building the server; the pool adopts it as its first spare."""
 
     @classmethod
-    def create(cls, settings: Settings, *, next_action: str, prompts: PromptLibrary | None = None) -> Runtime:
+    def create(
+        cls,
+        settings: Settings,
+        *,
+        next_action: str,
+        prompts: PromptLibrary | None = None,
+        prestarted: Process | None = None,
+    ) -> Runtime:
         disable_network()
         workspace = Workspace(settings.workspace)
         store = JustificationStore(workspace.preflight_dir)
@@ -34,4 +45,4 @@ class Runtime:
         outputs = OutputLedger(workspace, Quota.from_settings(settings))
         outputs.sweep()  # temporary files of writes a previous server process left unfinished
         context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
-        return cls(settings, context, gate, outputs)
+        return cls(settings, context, gate, outputs, prestarted)

@@ -114,3 +114,23 @@ async def test_a_crashed_classic_worker_costs_one_call_not_the_server(workspace_
             after = await client.call_tool("raster_info", {"path": "RGB.byte.tif"})
         assert not after.is_error and structured(after)["width"] == 791
         assert list(pool.worker_pids().values()) != [pid]
+
+
+async def test_a_worker_started_before_the_server_serves_its_first_session(workspace_dir: Path) -> None:
+    """Guards against a first call that waits for a worker to start (past some clients' 5 s timeouts).
+
+    The command starts one worker before building the server; the pool adopts it as its first
+    spare, so the first session's code runs in that very process, confined like any other.
+    """
+    from llmc_mcp.sandbox.pool import start_worker_early
+
+    settings = Settings(mode="code", workspace=workspace_dir, exec_timeout=30)
+    prestarted = start_worker_early(settings, str(workspace_dir.resolve()))
+    assert prestarted is not None
+    server = build_server(settings, prestarted=prestarted)
+    pool: Any = server.pool  # type: ignore[attr-defined]
+    async with Client(server) as client:
+        result = structured(await client.call_tool("execute_code", {"code": "1 + 1"}))
+        assert result["ok"] and result["result"] == 2
+        assert list(pool.worker_pids().values()) == [prestarted.pid]
+    assert prestarted.returncode is not None, "the adopted worker outlived its session"
