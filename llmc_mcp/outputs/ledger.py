@@ -1,33 +1,4 @@
-"""What llmc-mcp writes into a workspace: bounded by quotas, journaled while in flight, ledgered once done.
-
-Every raster an operation writes goes through three steps, all decided here, in the server:
-
-- :meth:`OutputLedger.begin` checks the quotas (bytes and files per session and per workspace) and a
-  free-space reserve, journals the hidden temporary name the write will use (durably, *before* the
-  file exists), creates the missing parent directories (journaled too), and grants a byte budget:
-  the least of what the session, the workspace and the disk (above the reserve) have left. The
-  worker writes under that budget as its file-size limit, so no single write can fill the disk.
-- :meth:`OutputLedger.commit` re-checks the quotas against the bytes really written (other sessions
-  may have written meanwhile), renames the temporary file and its GDAL sidecars onto ``dst``,
-  records the output in the ledger and drops the journal entry.
-- :meth:`OutputLedger.abort` (a failed write), :meth:`OutputLedger.discard_worker` (a worker killed
-  mid-write: its own cleanup never ran) and :meth:`OutputLedger.sweep` (at server start: what a
-  previous server process left) delete the temporary files and the directories the write created.
-
-Files, all under ``<workspace>/.llmc/outputs/``, each replaced atomically:
-
-- ``journal/<server>/<token>.json``: one per write in flight, ``<server>`` naming the server process
-  (pid and start time), so a sweep never touches the writes of another live server;
-- ``ledger.json``: every output llmc-mcp wrote that still exists: relative path, bytes (with its
-  sidecars), session, time, and the inode, mtime and ctime that identify it, each entry signed with
-  the justification store's key (which workers cannot read). Usage is summed over it; a file deleted
-  or changed by someone else, and an entry that fails authentication, drop out of it when next
-  looked at. It is the record :meth:`OutputLedger.remove` (``files.remove``) consults: only files
-  llmc-mcp wrote, unchanged since, may be removed.
-
-Sessions of the stateless HTTP era (a fresh key per call) share one session quota, else a
-stateless client would never meet its limit.
-"""
+"""The server's account of what llmc-mcp writes: quotas checked, writes journaled, outputs ledgered."""
 
 from __future__ import annotations
 
@@ -36,166 +7,39 @@ import fcntl
 import json
 import logging
 import os
-import resource
 import secrets
-import signal
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound
+from llmc_mcp.errors import InvalidArgument, NotFound
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.sessions import principal
 from llmc_mcp.workspace import Workspace, check_relative_name
 
 if TYPE_CHECKING:
-    from llmc_mcp.config import Settings
+    pass
+
+from llmc_mcp.outputs.models import (
+    SIDECAR_SUFFIXES,
+    Grant,
+    MiB,
+    OutputRecord,
+    Quota,
+    QuotaExceeded,
+    Removal,
+    RemoveRefused,
+    Signer,
+)
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
-SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk")
-"""Files GDAL may write beside a GeoTIFF that belong to it; moved (or removed) with it on commit."""
 _FREE_OUTPUTS = "Remove outputs no longer needed with files.remove (files.list() marks them written_by_llmc),"
 """How a session frees its quota itself: the first fix of every quota refusal."""
-
-
-class QuotaExceeded(LlmcError):
-    """A write would exceed an output quota or eat into the disk's free-space reserve."""
-
-    kind = "quota_exceeded"
-
-
-class RemoveRefused(LlmcError):
-    """A file llmc-mcp did not write, or that someone changed since, was asked to be removed."""
-
-    kind = "remove_refused"
-
-
-class Signer(Protocol):
-    """What authenticates ledger entries: :class:`~llmc_mcp.reflection.store.JustificationStore`."""
-
-    def sign_bytes(self, payload: bytes) -> str: ...
-
-    def verify_bytes(self, payload: bytes, digest: str) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Quota:
-    """Limits on what llmc-mcp writes; set by the ``--quota-*`` and ``--disk-reserve-mb`` flags."""
-
-    session_bytes: int = 2048 * MiB
-    session_files: int = 1000
-    workspace_bytes: int = 20 * 1024 * MiB
-    workspace_files: int = 10_000
-    reserve_bytes: int = 256 * MiB
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Quota:
-        return cls(
-            session_bytes=settings.quota_session_mb * MiB,
-            session_files=settings.quota_session_files,
-            workspace_bytes=settings.quota_workspace_mb * MiB,
-            workspace_files=settings.quota_workspace_files,
-            reserve_bytes=settings.disk_reserve_mb * MiB,
-        )
-
-
-@dataclass(frozen=True)
-class Grant:
-    """Permission for one write: the temporary file to write and the most bytes any file may take."""
-
-    token: str
-    tmp: str
-    """Workspace-relative name of the hidden temporary file, beside ``dst``."""
-    dst: str
-    max_bytes: int
-    bound: str
-    """Which limit sets ``max_bytes``, as a phrase for an error message."""
-    fix: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Grant:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class OutputRecord:
-    """One file llmc-mcp wrote, as the ledger keeps it."""
-
-    path: str
-    bytes: int
-    session: str
-    written_at: str
-    inode: int
-    mtime_ns: int
-    ctime_ns: int
-    """With the inode and mtime, what makes the file still the one written: a user who rewrites it in
-    place keeps its inode, and may set its mtime back, but only the kernel sets the ctime."""
-
-    def payload(self) -> bytes:
-        """What the entry's signature covers; the prefix keeps it from passing for any other signed text."""
-        fields = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        return b"llmc-mcp output ledger 1\n" + fields.encode()
-
-    def describes(self, info: os.stat_result) -> bool:
-        """Whether ``info`` (of the file at :attr:`path`) is the file this record was written as."""
-        return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns) == (self.inode, self.mtime_ns, self.ctime_ns)
-
-
-@dataclass(frozen=True)
-class Removal:
-    """What :meth:`OutputLedger.remove` deleted, and where the remover's session stands after it."""
-
-    path: str
-    removed: list[str]
-    freed_bytes: int
-    session_bytes: int
-    session_files: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Removal:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
-
-
-@dataclass
-class WriteLimit:
-    """What :meth:`OutputGuard.limit` saw: whether a write ran into the grant's budget."""
-
-    reached: bool = False
-
-
-class OutputGuard(Protocol):
-    """How operation code asks for, and hands back, permission to write one output."""
-
-    def begin(self, dst: str) -> Grant: ...
-
-    def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
-        """While the write runs: no file may grow past ``grant.max_bytes``, where the process allows it."""
-        ...
-
-    def commit(self, grant: Grant) -> None: ...
-
-    def abort(self, grant: Grant) -> None: ...
-
-    def owned(self) -> list[str]:
-        """Workspace-relative names of the outputs llmc-mcp wrote here that nobody changed since."""
-        ...
-
-    def remove(self, path: str) -> Removal:
-        """Delete an output llmc-mcp wrote (:meth:`OutputLedger.remove`); refuse anything else."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -604,78 +448,6 @@ class OutputLedger:
     def _disk_free(self) -> int:
         stat = os.statvfs(self.workspace.root)
         return stat.f_bavail * stat.f_frsize
-
-
-class LocalOutputs:
-    """An :class:`OutputGuard` for operations run in this process: the ledger itself, for one session."""
-
-    def __init__(self, ledger: OutputLedger, session: str = "local"):
-        self.ledger = ledger
-        self.session = session
-
-    def begin(self, dst: str) -> Grant:
-        return self.ledger.begin(self.session, dst)
-
-    def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
-        # A file-size limit is per process: here it would also bound the server's own writes (the
-        # store) and other threads' operations. The commit's re-check bounds what is kept.
-        return contextlib.nullcontext(WriteLimit())
-
-    def commit(self, grant: Grant) -> None:
-        self.ledger.commit(self.session, grant.token)
-
-    def abort(self, grant: Grant) -> None:
-        self.ledger.abort(self.session, grant.token)
-
-    def owned(self) -> list[str]:
-        return self.ledger.owned()
-
-    def remove(self, path: str) -> Removal:
-        return self.ledger.remove(self.session, path)
-
-
-class RemoteOutputs:
-    """An :class:`OutputGuard` for a worker: every step is decided by the server, over the channel."""
-
-    def __init__(self, host: Any):
-        self._host = host
-
-    def begin(self, dst: str) -> Grant:
-        return Grant.from_dict(self._host.request("outputs.begin", {"dst": dst}))
-
-    @contextlib.contextmanager
-    def limit(self, grant: Grant) -> Iterator[WriteLimit]:
-        """RLIMIT_FSIZE at the grant's budget (never above the worker's own limit), restored after.
-
-        A write past it fails with EFBIG; the kernel also sends SIGXFSZ, which is caught here (not
-        ignored) to tell the budget apart from other write errors: GDAL deletes a failed copy, so the
-        file's size cannot tell afterwards.
-        """
-        seen = WriteLimit()
-        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-        cap = grant.max_bytes if soft == resource.RLIM_INFINITY else min(grant.max_bytes, soft)
-        catching = threading.current_thread() is threading.main_thread()
-        if catching:
-            previous = signal.signal(signal.SIGXFSZ, lambda *_: setattr(seen, "reached", True))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, hard))
-        try:
-            yield seen
-        finally:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-            if catching:
-                signal.signal(signal.SIGXFSZ, previous)
-
-    def commit(self, grant: Grant) -> None:
-        self._host.request("outputs.commit", {"token": grant.token})
-
-    def abort(self, grant: Grant) -> None:
-        self._host.request("outputs.abort", {"token": grant.token})
-
-    def owned(self) -> list[str]:
-        return [str(name) for name in self._host.request("outputs.owned", {})]
-
-    def remove(self, path: str) -> Removal:
-        return Removal.from_dict(self._host.request("outputs.remove", {"path": path}))
 
 
 def family(tmp: Path) -> list[Path]:
