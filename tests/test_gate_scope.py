@@ -21,8 +21,7 @@ from rasterio.transform import from_origin
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import InvalidArgument
-from llmc_mcp.operations import OperationContext
-from llmc_mcp.operations.raster.output import source_facts
+from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import Workspace
@@ -60,7 +59,8 @@ def rasters(workspace_dir: Path) -> Path:
 def test_the_kind_of_data_is_read_from_the_header(rasters: Path, name: str, kind: str) -> None:
     """Guards against scoping by a guess: colour tables and LAYER_TYPE=thematic mark categories."""
     ctx = OperationContext(Workspace(rasters))
-    assert source_facts(ctx, {"src": name}) == {"data": kind}
+    convert = get_operation("raster.convert")
+    assert convert.check(ctx, convert.validate({"src": name, "dst": "out.tif"})) == {"data": kind}
 
 
 def test_facts_the_gate_does_not_know_are_refused() -> None:

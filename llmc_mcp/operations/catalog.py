@@ -28,6 +28,9 @@ from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, ReflectionSpec
 from llmc_mcp.workspace import Workspace
 
+Facts = dict[str, str]
+"""What an operation read about its data that scopes the gate's decisions: ``{"data": "categorical"}``."""
+
 
 @dataclass(frozen=True)
 class OperationContext:
@@ -59,11 +62,10 @@ class Operation:
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     hints: Mapping[str, Any] = field(default_factory=dict)
-    preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None
-    """Cross-argument checks (conflicts, values the source file cannot take) run before the gate."""
-    facts: Callable[[OperationContext, Mapping[str, Any]], dict[str, str]] | None = None
-    """What the gate must know about the data a decision concerns (``{"data": "categorical"}``), read
-    from the inputs' headers where the operation runs; decisions are scoped by it."""
+    preflight: Callable[[OperationContext, Mapping[str, Any]], Facts | None] | None = None
+    """Cross-argument checks (conflicts, values the source file cannot take) run before the gate. It
+    reads the inputs' headers anyway, so it also returns what the gate must know about the data a
+    decision concerns (``{"data": "categorical"}``): decisions are scoped by those facts."""
 
     @property
     def qualname(self) -> str:
@@ -122,11 +124,14 @@ class Operation:
             if args.get(name) is not None:
                 ctx.workspace.output_path(args[name], argument=name)
 
-    def check(self, ctx: OperationContext, args: Mapping[str, Any]) -> None:
-        """Everything that can be refused before asking for a justification: paths, then preflight."""
+    def check(self, ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
+        """Everything that can be refused before asking for a justification: paths, then preflight.
+
+        Returns the preflight's facts about the data, for the gate (empty when it has none).
+        """
         self.check_paths(ctx, args)
-        if self.preflight is not None:
-            self.preflight(ctx, args)
+        facts = self.preflight(ctx, args) if self.preflight is not None else None
+        return facts or {}
 
     def run(self, ctx: OperationContext, args: Mapping[str, Any]) -> BaseModel:
         return self.func(ctx, **args)
@@ -139,8 +144,7 @@ def operation(
     reflection: tuple[ReflectionSpec, ...] = (),
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
-    preflight: Callable[[OperationContext, Mapping[str, Any]], None] | None = None,
-    facts: Callable[[OperationContext, Mapping[str, Any]], dict[str, str]] | None = None,
+    preflight: Callable[[OperationContext, Mapping[str, Any]], Facts | None] | None = None,
 ) -> Callable[[Callable[..., BaseModel]], Operation]:
     """Register a function as a catalog operation; its first parameter must be ``ctx``."""
 
@@ -178,7 +182,6 @@ def operation(
             outputs=outputs,
             hints={p.name: hints[p.name] for p in public},
             preflight=preflight,
-            facts=facts,
         )
 
     return wrap

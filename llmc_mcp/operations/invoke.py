@@ -26,8 +26,7 @@ class GateLike(Protocol):
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     args = op.validate(raw_args)
     with gdal_env(ctx):
-        op.check(ctx, args)
+        facts = op.check(ctx, args)
         if op.reflection:
-            facts = op.facts(ctx, args) if op.facts is not None else {}
             gate.require(op, args, facts)
         return op.run(ctx, args)

@@ -21,13 +21,12 @@ from rasterio.enums import OverviewResampling as RioOverviewResampling
 from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import InvalidArgument
-from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.models import Compression, OverviewResampling, RasterInfo
 from llmc_mcp.operations.raster.output import (
     creation_options,
     preflight_output,
     single_dtype,
-    source_facts,
     write_output,
 )
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS
@@ -35,9 +34,9 @@ from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS
 AUTO_OVERVIEW_MIN_SIDE = 256
 
 
-def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a conversion that cannot run before the gate asks for its justification."""
-    preflight_output(ctx, args, _plan_copy)
+    return preflight_output(ctx, args, _plan_copy)
 
 
 @operation(
@@ -47,7 +46,6 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     inputs=("src",),
     outputs=("dst",),
     preflight=_preflight,
-    facts=source_facts,
 )
 def convert(
     ctx: OperationContext,

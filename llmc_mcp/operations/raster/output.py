@@ -38,7 +38,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, RasterError
-from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.catalog import Facts, OperationContext
 from llmc_mcp.operations.gdal_env import (
     GDAL_ERRORS,
     READ_DRIVERS,
@@ -66,29 +66,26 @@ PlanFunction = Callable[..., Plan]
 """``plan(ctx, source, **options) -> Plan``; raises InvalidArgument/RasterError/CrsError to refuse."""
 
 
-def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanFunction) -> None:
-    """Refuse a write that cannot run, before the gate asks for its justification.
+def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanFunction) -> Facts:
+    """Refuse a write that cannot run, before the gate asks for its justification; the source's facts.
 
-    ``args`` are the operation's validated arguments: ``src``, ``dst`` and the plan's options.
+    ``args`` are the operation's validated arguments: ``src``, ``dst`` and the plan's options. The
+    facts (:func:`data_kind` of ``src``) come from the same open of the header.
     """
     src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
     options = {name: value for name, value in args.items() if name not in ("src", "dst")}
     with gdal_env(ctx), open_for_read(ctx, args["src"], "src", resolved=src_path) as source:
         plan(ctx, source, **options)
-
-
-def source_facts(ctx: OperationContext, args: Mapping[str, Any]) -> dict[str, str]:
-    """What the gate must know about ``src``: whether its values are categories or measurements.
-
-    Categorical: integer bands with a colour table, or bands declared thematic (GDAL's
-    ``LAYER_TYPE=thematic``, as Erdas/HFA and GDAL's own tools write for class rasters). Everything
-    else is continuous. Read from the header only.
-    """
-    with gdal_env(ctx), open_for_read(ctx, args["src"], "src") as source:
         return {"data": data_kind(source)}
 
 
 def data_kind(ds: DatasetReader) -> str:
+    """Whether a raster's values are categories or measurements, from its header.
+
+    Categorical: integer bands with a colour table, or bands declared thematic (GDAL's
+    ``LAYER_TYPE=thematic``, as Erdas/HFA and GDAL's own tools write for class rasters). Everything
+    else is continuous.
+    """
     integer = np.dtype(ds.dtypes[0]).kind in "iu"
     for band in ds.indexes:
         if ds.tags(band).get("LAYER_TYPE", "").lower() == "thematic":

@@ -27,14 +27,13 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
-from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
 from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
 from llmc_mcp.operations.raster.output import (
     creation_options,
     preflight_output,
     single_dtype,
-    source_facts,
     write_output,
 )
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
@@ -45,9 +44,9 @@ WRITE_CHUNK_BYTES = 16 << 20
 WARP_MEM_MB = 256
 
 
-def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a reprojection that cannot run before the gate asks for its justification."""
-    preflight_output(ctx, args, _plan_warp)
+    return preflight_output(ctx, args, _plan_warp)
 
 
 @operation(
@@ -57,7 +56,6 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     inputs=("src",),
     outputs=("dst",),
     preflight=_preflight,
-    facts=source_facts,
 )
 def reproject(
     ctx: OperationContext,
