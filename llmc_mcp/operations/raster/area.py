@@ -36,8 +36,9 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import AreaMethod, RasterArea, ValueArea
+from llmc_mcp.operations.raster.pixels import read_valid
 
 CHUNK_CELLS = 1 << 20
 """Cells read at once."""
@@ -88,7 +89,7 @@ def area(
         sums: dict[float, float] = {}
         excluded = 0
         for window in _windows(ds.width, ds.height):
-            data, valid = _read(ctx, ds, band, window)
+            data, valid = read_valid(ctx, ds, band, window)
             excluded += int(valid.size - np.count_nonzero(valid))
             areas = cells.window(window)
             if np.isnan(areas[valid]).any():
@@ -378,26 +379,6 @@ def _windows(width: int, height: int) -> Iterator[Window]:
     for row in range(0, height, rows):
         for col in range(0, width, cols):
             yield Window(col, row, min(cols, width - col), min(rows, height - row))
-
-
-def _read(
-    ctx: OperationContext, ds: DatasetReader, band: int, window: Window
-) -> tuple[np.ndarray, np.ndarray]:
-    """A window's values and where they are valid (not nodata, not masked, finite)."""
-    try:
-        data = ds.read(band, window=window, masked=True)
-    except GDAL_ERRORS as exc:
-        shown = ctx.workspace.relative(Path(ds.name))
-        raise RasterError(
-            f"'{shown}': the pixel data of band {band} could not be read "
-            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
-            fix="The file is damaged or truncated: re-create or re-download it.",
-        ) from None
-    raw = np.ma.getdata(data)
-    valid = ~np.ma.getmaskarray(data)
-    if raw.dtype.kind == "f":
-        valid &= np.isfinite(raw)
-    return raw, valid
 
 
 def _merge(

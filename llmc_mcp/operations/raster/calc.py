@@ -33,9 +33,9 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
@@ -43,6 +43,7 @@ from llmc_mcp.operations.raster.output import (
     _write_atomically,
     creation_options,
 )
+from llmc_mcp.operations.raster.pixels import read_valid
 
 CalcDtype = Literal["float32", "float64", "uint8", "uint16", "int16", "uint32", "int32"]
 """Output data types. Float outputs keep fractions; integer outputs are rounded (half to even)."""
@@ -522,21 +523,11 @@ def _read(
     ctx: OperationContext, item: _Bound, window: Window, physical: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """One input's window in float64 (scaled when asked), and where it is nodata."""
-    ds = item.dataset
-    try:
-        data = ds.read(item.band, window=window, masked=True)
-    except GDAL_ERRORS as exc:
-        raise RasterError(
-            f"'{item.used.path}': band {item.band} could not be read "
-            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
-            fix="The file is damaged or truncated: re-create or re-download it.",
-        ) from None
-    excluded = np.ma.getmaskarray(data).copy()
-    values = np.ma.getdata(data).astype(np.float64)
-    excluded |= ~np.isfinite(values)
+    raw, valid = read_valid(ctx, item.dataset, item.band, window)
+    values = raw.astype(np.float64)
     if physical and (item.scale != 1.0 or item.offset != 0.0):
         values = values * item.scale + item.offset
-    return values, excluded
+    return values, ~valid
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:

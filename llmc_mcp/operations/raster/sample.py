@@ -23,8 +23,9 @@ from rasterio.windows import Window
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import SampleResult
+from llmc_mcp.operations.raster.pixels import read_valid
 from llmc_mcp.operations.raster.stats import check_bands
 
 MAX_POINTS = 100_000
@@ -207,17 +208,7 @@ def _read_points(
         r, c = rows[members], cols[members]
         r0, c0 = int(r.min()), int(c.min())
         window = Window(c0, r0, int(c.max()) - c0 + 1, int(r.max()) - r0 + 1)
-        try:
-            data = ds.read(indexes, window=window, masked=True)
-        except GDAL_ERRORS as exc:
-            shown = ctx.workspace.relative(Path(ds.name))
-            raise RasterError(
-                f"'{shown}': pixels around row {r0}, column {c0} could not be read "
-                f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
-                fix="The file is damaged or truncated: re-create or re-download it.",
-            ) from None
-        values = np.ma.getdata(data)[:, r - r0, c - c0].T.astype(np.float64)
-        ok = ~np.ma.getmaskarray(data)[:, r - r0, c - c0].T & np.isfinite(values)
-        raw[members] = values
-        valid[members] = ok
+        data, readable = read_valid(ctx, ds, indexes, window)
+        raw[members] = data[:, r - r0, c - c0].T
+        valid[members] = readable[:, r - r0, c - c0].T
     return raw, valid

@@ -17,11 +17,12 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, gdal_env, open_for_read, translate_gdal_error
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import BandStats, Histogram, RasterStats, RawStats
 from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key
+from llmc_mcp.operations.raster.pixels import read_valid
 
 CHUNK_PIXELS = 1 << 20
 """Pixels per band read at once by stats (and the pixel budget of approx=True)."""
@@ -101,13 +102,15 @@ def stats(
         }
         for window, shape in reads:
             for b in indexes:
-                values, excluded = _read_valid(ctx, ds, b, window, shape)
+                raw, valid = read_valid(ctx, ds, b, window, shape)
+                values, excluded = raw[valid], int(valid.size - np.count_nonzero(valid))
                 accumulators[b].first(values, excluded)
         second = [b for b in indexes if accumulators[b].begin_second()]
         if second:
             for window, shape in reads:
                 for b in second:
-                    accumulators[b].second(_read_valid(ctx, ds, b, window, shape)[0])
+                    raw, valid = read_valid(ctx, ds, b, window, shape)
+                    accumulators[b].second(raw[valid])
         results = []
         for b in indexes:
             stored = accumulators[b].result(b, computed, histogram_bins)
@@ -262,25 +265,3 @@ def _windows(ds: DatasetReader) -> Iterator[Window]:
     for row in range(0, ds.height, rows):
         for col in range(0, ds.width, cols):
             yield Window(col, row, min(cols, ds.width - col), min(rows, ds.height - row))
-
-
-def _read_valid(
-    ctx: OperationContext, ds: DatasetReader, band: int, window: Window | None, shape: tuple[int, int] | None
-) -> tuple[np.ndarray, int]:
-    """The valid values of one band in one read, flattened, and how many pixels were excluded."""
-    try:
-        data = ds.read(band, window=window, out_shape=shape, masked=True)
-    except GDAL_ERRORS as exc:
-        shown = ctx.workspace.relative(Path(ds.name))
-        raise RasterError(
-            f"'{shown}': the pixel data of band {band} could not be read "
-            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
-            fix="The file is damaged or truncated: re-create or re-download it. raster.info still works "
-            "on it because it reads only the header.",
-        ) from None
-    valid = ~np.ma.getmaskarray(data)
-    raw = np.ma.getdata(data)
-    if raw.dtype.kind in "fc":
-        valid &= np.isfinite(raw)
-    values = raw[valid]
-    return values, int(valid.size - values.size)

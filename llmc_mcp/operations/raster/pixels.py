@@ -1,0 +1,47 @@
+"""Reading pixels: one window of one or more bands, and which of them are valid.
+
+Every operation that reads pixel values (stats, area, calc, sample) needs the same three things, so
+they are done once, here: nodata, masks and alpha all come through GDAL's mask (``masked=True``),
+NaN and infinities are never valid values, and a read GDAL cannot complete becomes a
+:class:`RasterError` naming the file, not a library exception with an absolute path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.errors import RasterError
+from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
+
+
+def read_valid(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    bands: int | Sequence[int],
+    window: Window | None = None,
+    out_shape: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The stored values of ``bands`` in ``window`` and a same-shaped mask of the valid ones."""
+    indexes = bands if isinstance(bands, int) else list(bands)
+    try:
+        data = ds.read(indexes, window=window, out_shape=out_shape, masked=True)
+    except GDAL_ERRORS as exc:
+        shown = ctx.workspace.relative(Path(ds.name))
+        which = f"band {indexes}" if isinstance(indexes, int) else f"bands {indexes}"
+        raise RasterError(
+            f"'{shown}': the pixel data of {which} could not be read "
+            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
+            fix="The file is damaged or truncated: re-create or re-download it. raster.info still works "
+            "on it because it reads only the header.",
+        ) from None
+    raw = np.ma.getdata(data)
+    valid = ~np.ma.getmaskarray(data)
+    if raw.dtype.kind in "fc":
+        valid &= np.isfinite(raw)
+    return raw, valid
