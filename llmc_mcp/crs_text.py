@@ -149,7 +149,7 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
     a dict lookup; errors are not cached), :data:`IDENTIFY_TIMEOUT` on a small shared thread pool,
     and :data:`SESSION_BUDGET` for the session being served.
     """
-    key = f"{argument}\0{value}"
+    key = value  # the argument's name only shapes error messages, and errors are not cached
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:

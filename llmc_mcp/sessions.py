@@ -10,6 +10,7 @@ copies the context into worker threads, so it survives ``to_thread.run_sync``.
 
 from __future__ import annotations
 
+import hashlib
 from contextvars import ContextVar
 
 current_session: ContextVar[str | None] = ContextVar("llmc_current_session", default=None)
@@ -19,6 +20,8 @@ STATELESS_PREFIX = "stateless-"
 """Session keys of one-call workers for requests that carry no session (stateless HTTP)."""
 
 
+HTTP_PREFIX = "http-"
+"""Session keys of stateful HTTP sessions: ``http-`` and the client's ``mcp-session-id``."""
 CONNECTION_PREFIX = "conn-"
 """Session keys of connections that enter the server's lifespan: stdio (one host per process)."""
 
@@ -38,4 +41,7 @@ def principal(session: str | None) -> str | None:
         return "stateless"
     if session.startswith(CONNECTION_PREFIX):
         return "local"
+    if session.startswith(HTTP_PREFIX):
+        # An mcp-session-id is a capability, and principals go into workspace files workers can read.
+        return HTTP_PREFIX + hashlib.sha256(session.encode()).hexdigest()[:32]
     return session

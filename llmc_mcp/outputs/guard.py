@@ -8,10 +8,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    pass
+from typing import Any, Protocol
 
 from llmc_mcp.outputs.ledger import OutputLedger
 from llmc_mcp.outputs.models import Grant, Removal, WriteLimit

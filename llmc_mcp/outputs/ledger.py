@@ -14,16 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmc_mcp.errors import InvalidArgument, NotFound
-from llmc_mcp.reflection.store import JustificationStore
-from llmc_mcp.sessions import principal
-from llmc_mcp.workspace import Workspace, check_relative_name
-
-if TYPE_CHECKING:
-    pass
-
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
     Grant,
@@ -35,6 +28,9 @@ from llmc_mcp.outputs.models import (
     RemoveRefused,
     Signer,
 )
+from llmc_mcp.reflection.store import JustificationStore, atomic_write
+from llmc_mcp.sessions import principal
+from llmc_mcp.workspace import Workspace, check_relative_name
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +131,8 @@ class OutputLedger:
                 "dirs": [self.workspace.relative(d) for d in dirs],
                 "started_at": _now(),
             }
-            _write_json(self._journal / f"{token}.json", entry)
+            # The session key stays in memory: on disk, where workers can read, it would name a session.
+            _write_json(self._journal / f"{token}.json", {k: v for k, v in entry.items() if k != "worker"})
             self._pending[token] = entry
         try:
             self.workspace.make_dirs(dirs)
@@ -533,23 +530,9 @@ def _usage(records: Iterable[OutputRecord]) -> _Usage:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    """Write ``path`` atomically and durably: temp file, fsync, rename, directory fsync."""
+    """Write ``path`` atomically and durably, as the justification store writes its records."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, separators=(",", ":"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, json.dumps(data, separators=(",", ":")).encode())
 
 
 def _process_identity(pid: int) -> str:

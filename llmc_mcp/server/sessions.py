@@ -23,7 +23,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from llmc_mcp.sandbox.pool import WorkerPool
-from llmc_mcp.sessions import CONNECTION_PREFIX, STATELESS_PREFIX
+from llmc_mcp.sessions import CONNECTION_PREFIX, HTTP_PREFIX, STATELESS_PREFIX
 
 
 @dataclass
@@ -64,7 +64,7 @@ def session_key(ctx: Context) -> str | None:
     headers = ctx.headers
     if headers is not None:
         session_id = headers.get("mcp-session-id")
-        return f"http-{session_id}" if session_id else None
+        return f"{HTTP_PREFIX}{session_id}" if session_id else None
     scope = ctx.request_context.lifespan_context
     return scope.key if isinstance(scope, SessionScope) else None
 
@@ -86,7 +86,7 @@ async def run_in_session(
             await pool.close_session(ephemeral)
         result["session"] = {"fresh": True, "stateless": True}
         return result
-    if key.startswith("http-"):
+    if key.startswith(HTTP_PREFIX):
         # Stop the worker when the HTTP session ends (DELETE, idle timeout, shutdown).
         pool.close_with_connection(key, ctx)
     return await call(key, False)
