@@ -54,10 +54,12 @@ def rasters(workspace_dir: Path) -> Path:
 @pytest.mark.parametrize(
     ("name", "kind"),
     [("dem.tif", "continuous"), ("landcover.tif", "categorical"), ("classes.tif", "categorical"),
-     ("counts.tif", "continuous")],
+     ("counts.tif", "integer")],
 )  # fmt: skip
 def test_the_kind_of_data_is_read_from_the_header(rasters: Path, name: str, kind: str) -> None:
-    """Guards against scoping by a guess: colour tables and LAYER_TYPE=thematic mark categories."""
+    """Guards against scoping by a guess: colour tables and LAYER_TYPE=thematic mark categories, and
+    integer codes without either are their own scope, never 'continuous' (land cover without a
+    colour table would otherwise be unlocked by a DEM's bilinear justification)."""
     ctx = OperationContext(Workspace(rasters))
     convert = get_operation("raster.convert")
     assert convert.check(ctx, convert.validate({"src": name, "dst": "out.tif"})) == {"data": kind}

@@ -61,7 +61,7 @@ def normalize_subject(domain: str, value: object) -> str:
     return text.lower()
 
 
-DATA_KINDS = frozenset({"categorical", "continuous"})
+DATA_KINDS = frozenset({"categorical", "continuous", "integer"})
 UNKNOWN_DATA = "unknown"
 """The data kind of a decision made without looking at the data (direct gate calls in tests): a scope
 of its own, so it can never unlock a decision about categorical or continuous data."""
@@ -75,7 +75,7 @@ def check_facts(facts: object) -> dict[str, str]:
     if not known or facts.get("data", "categorical") not in DATA_KINDS:  # type: ignore[union-attr]
         raise InvalidArgument(
             f"facts {str(facts)[:100]!r} are not facts the gate knows.",
-            fix="Report {'data': 'categorical'|'continuous'} or nothing.",
+            fix="Report {'data': 'categorical'|'continuous'|'integer'} or nothing.",
         )
     return {str(k): str(v) for k, v in facts.items()}
 
@@ -119,7 +119,7 @@ REPROJECT_RESAMPLING = ReflectionSpec(
     prompt="justify_resampling_method",
     subject="method",
     decision=_reproject_resampling,
-    when="always: the resampling method, for this kind of data (categorical or continuous)",
+    when="always: the resampling method, for this kind of data (categorical, continuous or integer)",
 )
 CONVERT_LOSSY = ReflectionSpec(
     domain="format_selection",

@@ -78,7 +78,7 @@ CLASSIC_CASES = st.sampled_from(sorted(SCHEMAS)).flatmap(
 PERSIST_ERRORS = {"invalid_argument", "not_found", "justification_invalid", "record_exists"}
 """``record_exists``: an earlier example already justified the decision (records are write-once)."""
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
-ISSUED_ARGS = [{"dst_crs": "EPSG:4326"}, {"method": "nearest", "data": "continuous", "purpose": "warping"}]
+ISSUED_ARGS = [{"dst_crs": "EPSG:4326"}, {"method": "nearest", "data": "integer", "purpose": "warping"}]
 """The decisions REPROJECT asks about, in hint order (crs_datum, resampling)."""
 
 

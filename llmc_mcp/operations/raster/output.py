@@ -80,23 +80,23 @@ def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanF
 
 
 def data_kind(ds: DatasetReader) -> str:
-    """Whether a raster's values are categories or measurements, from its header.
+    """What a raster's values are, as far as its header can tell: categories, measurements, or unknown.
 
-    Categorical: integer bands with a colour table, or bands declared thematic (GDAL's
-    ``LAYER_TYPE=thematic``, as Erdas/HFA and GDAL's own tools write for class rasters). Everything
-    else is continuous.
+    ``categorical``: a band with a colour table or declared thematic (GDAL's ``LAYER_TYPE=thematic``,
+    as Erdas/HFA and GDAL's own tools write for class rasters). ``continuous``: floating-point bands,
+    or integer bands with a declared scale or offset (quantized measurements). ``integer``: integer
+    bands with neither, which may be class codes or counts; a justification given for continuous
+    data must not unlock them, so they are a scope of their own.
     """
-    integer = np.dtype(ds.dtypes[0]).kind in "iu"
     for band in ds.indexes:
         if ds.tags(band).get("LAYER_TYPE", "").lower() == "thematic":
             return "categorical"
-        if integer:
-            try:
-                ds.colormap(band)
-            except ValueError:
-                continue
+        with contextlib.suppress(ValueError):  # no colour table
+            ds.colormap(band)
             return "categorical"
-    return "continuous"
+    floating = all(np.dtype(dtype).kind == "f" for dtype in ds.dtypes)
+    scaled = any(scale != 1.0 for scale in ds.scales) or any(offset != 0.0 for offset in ds.offsets)
+    return "continuous" if floating or scaled else "integer"
 
 
 def write_output(ctx: OperationContext, src: str, dst: str, plan: PlanFunction, **options: Any) -> RasterInfo:
