@@ -242,6 +242,18 @@ def test_where_and_functions_compute_as_on_paper(ctx: OperationContext, workspac
     np.testing.assert_allclose(read(workspace_dir / "w.tif"), expected, rtol=1e-6)
 
 
+def test_a_result_beyond_float32_is_nodata_not_infinity(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against a value finite in float64 (1e39) written to float32 as infinity and counted valid."""
+    write(workspace_dir / "a.tif", linear())
+    expression = "where(a < 100, a * 1e37, a)"
+    call(CALC, ctx, expression=expression, inputs=[{"name": "a", "path": "a.tif"}], dst="big.tif")
+    out = read(workspace_dir / "big.tif")
+    a = linear().astype(float)
+    overflow = (a < 100) & (a * 1e37 > np.finfo(np.float32).max)
+    assert overflow.any() and not np.isinf(out).any()
+    assert np.isnan(out[overflow]).all()
+
+
 def test_integer_outputs_need_nodata_and_refuse_a_result_equal_to_it(
     ctx: OperationContext, workspace_dir: Path
 ) -> None:

@@ -393,3 +393,16 @@ async def test_code_face_transforms_and_measures(code_settings: Settings, worksp
     point, ballpark, square_metres, method = result["result"]
     assert point == pytest.approx([500_000, 0], abs=1e-6) and ballpark is False
     assert square_metres == pytest.approx(CELL_45_46, rel=1e-12) and method == "ellipsoidal_quadrangle"
+
+
+def test_areas_of_interest_are_in_longitudes_from_greenwich() -> None:
+    """Guards against a Paris-meridian CRS (EPSG:27572) putting the area of interest 2.34 degrees off,
+    and with it the choice of transformation: Paris itself is at 2.3372 E of Greenwich."""
+    from pyproj import CRS, Transformer
+
+    from llmc_mcp.operations.crs import geographic_degrees
+
+    lon, lat = Transformer.from_crs(
+        CRS.from_epsg(27572), geographic_degrees(CRS.from_epsg(27572)), always_xy=True
+    ).transform(600000, 2428000)
+    assert abs(lon - 2.3372) < 1e-3 and abs(lat - 48.85) < 1e-2

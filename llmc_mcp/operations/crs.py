@@ -311,6 +311,10 @@ def geographic_degrees(crs: CRS) -> CRS:
     geodetic = crs.geodetic_crs or crs
     json: dict[str, Any] = geodetic.to_json_dict()
     if json.get("type") == "GeographicCRS":
+        # Areas of use are in longitudes from Greenwich: a datum's own prime meridian (Paris) would
+        # put the area of interest 2.34 degrees off, and the choice of operation with it.
+        json.get("datum", {}).pop("prime_meridian", None)
+        json.pop("id", None)
         json["coordinate_system"] = {
             "subtype": "ellipsoidal",
             "axis": [

@@ -493,6 +493,9 @@ class _CalcPlan:
         if result.shape != invalid.shape:  # an expression without names: one value for every cell
             result = np.broadcast_to(result, invalid.shape).copy()
         invalid |= ~np.isfinite(result)
+        if self.dtype.kind == "f":
+            # Finite in float64 but past the output type's range: written, it would be infinity.
+            invalid |= np.abs(result) > np.finfo(self.dtype).max
         if self.dtype.kind in "iu":
             limits = np.iinfo(self.dtype)
             result = np.rint(np.where(invalid, 0.0, result))

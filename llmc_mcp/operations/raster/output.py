@@ -42,6 +42,7 @@ from llmc_mcp.operations.catalog import Facts, OperationContext
 from llmc_mcp.operations.gdal_env import (
     GDAL_ERRORS,
     READ_DRIVERS,
+    check_dataset,
     gdal_env,
     open_for_read,
     translate_gdal_error,
@@ -123,7 +124,7 @@ def _write_atomically(
                 planned.write(source, tmp)
             messages.check()
             with gdal_messages() as messages:
-                _read_every_block(tmp)
+                _read_every_block(ctx, tmp)
             messages.check()
         except (*GDAL_ERRORS, OSError, GdalComplaint) as exc:
             raise _write_error(ctx, exc, grant, limit, src_path, dst_path, tmp) from None
@@ -199,14 +200,16 @@ VERIFY_CHUNK_BYTES = 8 * 1024 * 1024
 """Pixels read at once when re-reading a written file: whole rows of blocks, about this many bytes."""
 
 
-def _read_every_block(path: Path) -> None:
+def _read_every_block(ctx: OperationContext, path: Path) -> None:
     """Re-open ``path`` with the allowed drivers and decode every block of every band, mask and overview.
 
     A write that ran out of space can leave offsets pointing past the end of the file, or blocks
     never written, and still close without an exception; reading everything back is the one check
-    that does not depend on GDAL having said so.
+    that does not depend on GDAL having said so. Decoding overviews and masks makes GDAL look beside
+    the file, so the dataset gets the same check as any input first.
     """
     with DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False) as ds:
+        check_dataset(ctx, ds, path, "dst")
         _read_blocks(ds)
         levels = len(ds.overviews(1))
     for level in range(levels):
