@@ -407,7 +407,7 @@ def test_many_points_are_read_block_by_block(
 
     monkeypatch.setattr(rasterio.io.DatasetReader, "read", counting)
     result = call(SAMPLE, ctx, path="a.tif", points=points)
-    assert len(reads) <= 6
+    assert 1 <= len(reads) <= 6
     assert [p.raw[0] for p in result.points] == [
         float(linear()[r, c]) for r, c in zip(rows, cols, strict=True)
     ]

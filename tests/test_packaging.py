@@ -173,4 +173,5 @@ def test_the_readmes_first_command_runs_the_demo_in_a_fresh_clone(tmp_path: Path
     ]
     assert alarming == [], "the install or the demo printed warnings:\n" + "\n".join(alarming)
     installed = clone / ".venv" / "lib"
+    assert list(installed.glob("python3*/site-packages/llmc_mcp/__init__.py")), "the package is not installed"
     assert not list(installed.glob("python3*/site-packages/__editable__*")), "the install was editable"

@@ -255,6 +255,7 @@ def test_langchain_per_call_over_http_persist_is_refused(scenario, mode: str) ->
     s = scenario(Case("langchain-mcp-adapters", "http", mode, "per-call")).summary
     assert s["miss"]["domains"] == ["crs_datum", "resampling"]
     refusals = [s["retry"]] if mode == "code" else s["persisted"]
+    assert len(refusals) == (1 if mode == "code" else 2), refusals
     for refused in refusals:
         assert refused["is_error"] and refused["error_type"] == "not_found", refused["text"]
         assert "was not issued to this session" in refused["text"]

@@ -88,14 +88,20 @@ async def test_classic_operations_run_in_the_sessions_worker_not_the_server(work
 async def test_a_classic_call_past_the_wall_clock_is_stopped_and_the_server_keeps_serving(
     workspace_dir: Path,
 ) -> None:
-    """Guards against a classic operation that could run forever in the server (no limit applied to it)."""
+    """Guards against a classic operation that could run forever in the server (no limit applied to it).
+
+    The same server, and the same session, answer afterwards: the limit cost one call and its worker.
+    """
     server = build_server(Settings(mode="classic", workspace=workspace_dir, exec_timeout=0.001))
+    pool: Any = server.pool  # type: ignore[attr-defined]
     async with Client(server) as client:
         stopped = await client.call_tool("raster_stats", {"path": "RGB.byte.tif", "histogram_bins": 256})
         assert stopped.is_error and structured(stopped)["type"] == "Timeout", stopped.content
         assert "--exec-timeout" in structured(stopped)["message"] + structured(stopped).get("fix", "")
-    async with Client(build_server(Settings(mode="classic", workspace=workspace_dir))) as client:
+        assert pool.sessions == 0, "the stopped worker was kept"
+        pool.settings.exec_timeout = 30  # the pool reads its limit per call
         assert not (await client.call_tool("crs_info", {"crs": "EPSG:4326"})).is_error
+        assert pool.sessions == 1
 
 
 async def test_a_crashed_classic_worker_costs_one_call_not_the_server(workspace_dir: Path) -> None:
