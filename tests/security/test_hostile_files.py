@@ -252,6 +252,17 @@ async def classic_client(world: World) -> AsyncIterator[Client]:
         yield client
 
 
+def test_the_sink_records_a_request_gdal_makes_when_nothing_stops_it(world: World) -> None:
+    """The positive control of every "no request reached the sink" check: unhardened GDAL, in a
+    process of its own, does reach it through /vsicurl/, so an empty sink means the request was
+    stopped, not that the sink cannot hear."""
+    url = "/vsicurl/" + world.sink.url("control.tif")
+    code = f"import rasterio, contextlib\nwith contextlib.suppress(Exception):\n    rasterio.open({url!r})"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+    subprocess.run([sys.executable, "-I", "-c", code], env=env, timeout=60, check=True)
+    assert any("control.tif" in request for request in world.sink.requests)
+
+
 OPERATIONS = ("info", "stats", "convert")
 CASE_IDS = [
     *(f"{kind}-{label}" for kind in ("tag", "pam")
