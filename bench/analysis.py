@@ -223,15 +223,23 @@ def compare_outputs(ws: Path) -> tuple[int, float]:
     import rasterio
     from rasterio.windows import Window
 
-    worst, cells = 0.0, 0
+    worst, cells, mismatched = 0.0, 0, 0
     with rasterio.open(ws / "ndvi_llmc.tif") as a, rasterio.open(ws / "ndvi_base.tif") as b:
         for i in range(4):
             for j in range(4):
                 window = Window(j * (a.width // 4), i * (a.height // 4), 512, 512)
-                x, y = a.read(1, window=window), b.read(1, window=window)
-                worst = max(worst, float(np.nanmax(np.abs(x.astype(np.float64) - y))))
+                x, y = (
+                    a.read(1, window=window).astype(np.float64),
+                    b.read(1, window=window).astype(np.float64),
+                )
+                # nanmax alone would skip a cell that is nodata in one output only, and an all-NaN
+                # window would compare as equal: those cells are counted as disagreeing.
+                mismatched += int(np.count_nonzero(np.isnan(x) != np.isnan(y)))
+                both = ~np.isnan(x) & ~np.isnan(y)
+                if both.any():
+                    worst = max(worst, float(np.abs(x[both] - y[both]).max()))
                 cells += x.size
-    return cells, worst
+    return cells, worst, mismatched
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -302,11 +310,16 @@ def main() -> None:
             ["NDVI of 2 bands, 268 M cells", "outcome", "work s", "peak RSS MiB", "RSS / input pixels"], rows
         )
         agreement = ""
+        time_ratio = memory_ratio = "n/a (a run failed)"
         if "error" not in llmc and "error" not in base:
-            cells, worst = compare_outputs(ws)
-            agreement = f"; outputs agree on {cells:,} cells compared (max |diff| {worst:.2g})"
-        time_ratio = ratio(llmc.get("work_seconds", 0), base.get("work_seconds", 0))
-        memory_ratio = ratio(llmc["maxrss_kib"], base["maxrss_kib"])
+            cells, worst, mismatched = compare_outputs(ws)
+            verdict = "agree" if mismatched == 0 and worst <= 1e-6 else "DIFFER"
+            agreement = (
+                f"; outputs {verdict} on {cells:,} cells compared (max |diff| {worst:.2g}, "
+                f"{mismatched} cells nodata in one only)"
+            )
+            time_ratio = ratio(llmc["work_seconds"], base["work_seconds"])
+            memory_ratio = ratio(llmc["maxrss_kib"], base["maxrss_kib"])
     finish(
         start,
         f"sample {sampled['llmc'] / POINTS * 1e6:.1f} µs/point "
