@@ -18,6 +18,7 @@ from llmc_mcp.operations import get_operation
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
+from llmc_mcp.sessions import principal
 from tests.mcp_helpers import justification_for, stdio_params, structured
 
 REPROJECT = get_operation("raster.reproject")
@@ -88,3 +89,23 @@ async def test_a_new_stdio_server_per_call_completes_a_gated_reprojection(worksp
         done = await client.call_tool("raster_reproject", ARGS)
     assert not done.is_error, done.content
     assert (workspace_dir / "o.tif").exists()
+
+
+def test_sessions_asking_the_same_question_at_once_may_all_answer_it(workspace_dir: Path) -> None:
+    """Guards against a lost update: two sessions issuing one hint together, one principal dropped,
+    and that session told its own hint "was not issued to this session"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    args = REPROJECT.validate(ARGS)
+    sessions = [f"http-{i}" for i in range(8)]
+    gates = [new_gate(workspace_dir) for _ in sessions]
+    with ThreadPoolExecutor(len(sessions)) as pool:
+        issued = list(
+            pool.map(
+                lambda pair: pair[0].check(REPROJECT, args, session=pair[1]),
+                zip(gates, sessions, strict=True),
+            )
+        )
+    (hint, *_) = issued[0]
+    pending = new_gate(workspace_dir).pending
+    assert all(pending.find(hint.domain, hint.hash, principal(s)) for s in sessions)

@@ -12,8 +12,10 @@ not issued to the caller is no hint at all: the caller is told to rerun the oper
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -39,8 +41,27 @@ class PendingHints:
         self._issued = 0
 
     def issue(self, domain: str, key: str, content: dict[str, Any], principal: str | None) -> None:
-        """Record that ``key`` was asked about for ``principal`` (adding to earlier askers)."""
+        """Record that ``key`` was asked about for ``principal`` (adding to earlier askers).
+
+        The read, merge and write run under an exclusive lock on the folder's lock file, so two
+        sessions (threads or server processes) asking at once both stay in the list.
+        """
         path = self._path(domain, key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = os.open(path.parent / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            log.warning("pending hint %s/%s not recorded: %s", domain, path.name, exc)
+            return
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._issue(path, domain, key, content, principal)
+        finally:
+            os.close(lock)
+
+    def _issue(
+        self, path: Path, domain: str, key: str, content: dict[str, Any], principal: str | None
+    ) -> None:
         principals = {principal}
         earlier = self._read(path, domain, key)
         if earlier is not None:
@@ -54,7 +75,6 @@ class PendingHints:
         }
         try:
             entry["digest"] = self.store.sign_bytes(_canonical(entry))
-            path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, json.dumps(entry, ensure_ascii=False).encode())
         except (OSError, StoreError) as exc:
             # The hint is still given; answering it will fail with the store's own clear error.

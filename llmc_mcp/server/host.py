@@ -171,8 +171,15 @@ class HostRequests:
 
 
 def _session() -> str:
-    """The key of the session whose worker asks (the pool sets it for every request)."""
-    return current_session.get() or "local"
+    """The key of the session whose worker asks (the pool sets it for every request).
+
+    Without one the request is refused: charging it to some default session would let it spend that
+    session's quota and remove what it wrote.
+    """
+    session = current_session.get()
+    if session is None:
+        raise RuntimeError("a worker request arrived outside any session")
+    return session
 
 
 def worker_pool(runtime: Runtime) -> WorkerPool:
