@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import RESERVED_DIRS
 from tests.conftest import DATA, SHARED_FILES
 from tests.mcp_helpers import justification_for, structured
+from tests.reliability._fs import tmpfs
 
 pytestmark = pytest.mark.anyio
 
@@ -134,23 +135,6 @@ def digest(path: Path) -> str:
 
 def records(workspace: Path) -> list[Path]:
     return list((workspace / ".preflight" / "justifications").glob("*/*.json"))
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A small file system of its own, so "the disk is full" is real and harms nothing else."""
-    path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def populate(workspace: Path) -> Path:

@@ -30,6 +30,7 @@ from llmc_mcp.errors import RasterError, StoreError
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore
 from tests.reliability._faults import key_for, record_for, run_operation, version_of
+from tests.reliability._fs import tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
@@ -135,21 +136,6 @@ def test_concurrent_writers_and_readers_lose_nothing(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ full and read-only
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True, exist_ok=True)
-    if not IS_ROOT:
-        pytest.skip("mounting a tmpfs needs root")
-    command = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]
-    done = subprocess.run(command, capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def fill(directory: Path) -> None:
