@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from llmc_mcp.config import Settings
+from llmc_mcp.operations import CATALOG, NAMESPACES, namespace_operations
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.tokens import count_json_tokens, count_tokens
@@ -72,15 +73,22 @@ async def test_tools_and_instructions_fit_in_1000_tokens(code_settings: Settings
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_read_stubs_without_a_module_lists_modules_and_functions(
+async def test_read_stubs_without_a_module_lists_every_function_by_namespace(
     code_settings: Settings, era: str
 ) -> None:
+    """The index names every function, marks the gated ones and says how to read one's stub.
+
+    Guards against an index that misses an operation of the catalog (the agent never learns it
+    exists), or one that grows with every parameter, read at the start of every task (DD-MCP-058).
+    """
     async with Client(build_server(code_settings), mode=era) as client:
         index = text(await client.call_tool("read_stubs", {}))
-    assert "- raster.info(path, include_wkt=False) -> RasterInfo" in index
-    assert "- raster.reproject(src, dst, dst_crs, resampling='nearest'" in index
-    assert "[may ask: crs_datum, resampling, format_selection]" in index
-    assert "- crs.info(crs, include_wkt=False) -> CrsInfo" in index and "reflection.persist(hash" in index
+    for namespace in NAMESPACES:
+        names = [op.name + ("*" if op.reflection else "") for op in namespace_operations(namespace)]
+        assert f"- {namespace}: {', '.join(names)}" in index
+    assert "reproject*" in index and 'read_stubs("raster.stats")' in index
+    assert "- reflection: persist, prompt, report" in index
+    assert count_tokens(index) <= 6 * len(CATALOG) + 80
 
 
 async def test_read_stubs_with_a_module_returns_its_typed_source(code_settings: Settings) -> None:

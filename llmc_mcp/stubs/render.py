@@ -76,25 +76,24 @@ class StubSet:
             (f"reflection.{name}", _extract_function(modules["reflection"], "reflection", name))
             for name in REFLECTION_FUNCTIONS
         )
-        lines = [_index_line(op) for op in CATALOG]
+        lines = [_index_line(namespace) for namespace in NAMESPACES]
         lines.append(
-            "- reflection.persist(hash, domain, justification), reflection.prompt(name, **args), "
-            "reflection.report(); exceptions reflection.ReflectionRequired, ApiError"
+            f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}; exceptions ReflectionRequired, ApiError"
         )
         index = _template("index.md.tmpl").substitute(lines="\n".join(lines))
         return cls(modules, functions, index.strip())
 
 
-def _index_line(op: Operation) -> str:
-    """``raster.stats(path, bands=None, ...) -> RasterStats`` and the domains it may ask about."""
-    params = ", ".join(
-        name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
-        for name, p in op.signature.parameters.items()
-    )
-    line = f"- {op.qualname}({params}) -> {op.result.__name__}"
-    if op.reflection:
-        line += f"  [may ask: {', '.join(op.domains)}]"
-    return line
+def _index_line(namespace: str) -> str:
+    """``- raster: info, stats, reproject*, ...``: what exists, not how to call it.
+
+    The index is read at the start of every task, so it must not grow with each operation's
+    parameters (DD-MCP-058): an agent reads the stub of each function it calls anyway, and that stub
+    has the signature, the result and the errors. A star marks a function that may ask for a
+    justification.
+    """
+    names = (op.name + ("*" if op.reflection else "") for op in CATALOG if op.namespace == namespace)
+    return f"- {namespace}: {', '.join(names)}"
 
 
 def write_stubs(directory: Path, stubs: StubSet | None = None) -> list[Path]:
