@@ -164,9 +164,11 @@ def _deregister_drivers(names: list[str]) -> None:
 
 
 def _libgdal() -> ctypes.CDLL:
-    """The GDAL library rasterio already loaded (its wheel bundles its own copy under a hashed name)."""
+    """The GDAL library rasterio already loaded (its wheel bundles its own copy under a hashed name).
+
+    pyogrio's wheel loads a second GDAL (:mod:`llmc_mcp.operations.vectors` hardens that one)."""
     with open("/proc/self/maps") as maps:
-        loaded = {line.split()[-1] for line in maps if "/libgdal" in line}
+        loaded = {line.split()[-1] for line in maps if "/libgdal" in line and "/pyogrio.libs/" not in line}
     if len(loaded) != 1:
         raise RuntimeError(f"expected one loaded GDAL library, found {len(loaded)}")
     return ctypes.CDLL(loaded.pop(), mode=os.RTLD_NOLOAD)

@@ -1,0 +1,314 @@
+"""Hostile vector inputs: zone and mask files that try to make pyogrio's GDAL read or fetch what the path
+policy never saw, or exhaust the process.
+
+pyogrio ships a GDAL of its own, which the raster hardening of ``gdal_env`` does not reach; these tests
+pin down that :mod:`llmc_mcp.operations.vectors` hardens it (three drivers, no network) and that every
+file of a vector input passes the policy. Secrets live in a folder outside the workspace, URLs point at
+a local HTTP server that records every request: a case passes only when it is refused with an error
+naming the problem, no secret reaches the answer and the server saw nothing.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rasterio
+import shapely
+from rasterio.crs import CRS
+from rasterio.transform import from_origin
+
+from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
+from llmc_mcp.operations import OperationContext, vectors
+from llmc_mcp.operations.gdal_env import disable_network
+from llmc_mcp.operations.vectors import (
+    VECTOR_DRIVERS,
+    hardened_pyogrio,
+    pyogrio_registered_drivers,
+    read_polygons,
+)
+
+SECRET = "LLMC-VECTOR-SECRET-4e2b"
+UTM = CRS.from_epsg(32631)
+
+
+class Sink:
+    """A local HTTP server that records every request; hostile files point their URLs here."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                sink.requests.append(self.path)
+                self.send_response(404)
+                self.end_headers()
+
+            do_HEAD = do_POST = do_GET
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    server = Sink()
+    yield server
+    server.server.shutdown()
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace holding a valid secret shapefile and GeoJSON."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    write_vector(folder / "secret.shp", [shapely.box(0, 0, 10, 10)], name=SECRET)
+    write_vector(folder / "secret.geojson", [shapely.box(0, 0, 10, 10)], name=SECRET)
+    return folder
+
+
+def write_vector(path: Path, geometries: list[Any], *, name: str = "zone", layer: str | None = None) -> None:
+    pyogrio = hardened_pyogrio()
+    driver = vectors.EXTENSIONS[path.suffix]
+    pyogrio.raw.write(
+        str(path),
+        shapely.to_wkb(np.asarray(geometries, dtype=object)),
+        [np.array([name] * len(geometries), dtype=object)],
+        ["name"],
+        layer=layer,
+        driver=driver,
+        geometry_type="Unknown",
+        crs="EPSG:32631",
+        append=path.exists(),
+    )
+
+
+def read(ctx: OperationContext, name: str, **kwargs: Any) -> vectors.Polygons:
+    return read_polygons(ctx, name, argument="zones", target_crs=UTM, **kwargs)
+
+
+def assert_refused(
+    ctx: OperationContext, name: str, error: type[LlmcError], *words: str, **kwargs: Any
+) -> LlmcError:
+    with pytest.raises(error) as caught:
+        read(ctx, name, **kwargs)
+    text = str(caught.value) + (caught.value.fix or "")
+    assert SECRET not in text
+    assert str(ctx.workspace.root) not in text
+    for word in words:
+        assert word in text
+    return caught.value
+
+
+def test_pyogrio_gdal_keeps_only_the_three_vector_drivers() -> None:
+    """pyogrio's own GDAL registers ~60 vector drivers (OGR VRT, WFS, OAPIF, CSV...) that gdal_env's
+    deregistration, acting on rasterio's library, never touches; only three may remain."""
+    assert pyogrio_registered_drivers() == VECTOR_DRIVERS
+    assert set(hardened_pyogrio().list_drivers()) == VECTOR_DRIVERS
+
+
+def test_pyogrio_gdal_sends_every_request_to_the_dead_proxy() -> None:
+    """Config options set on rasterio's GDAL do not reach pyogrio's: without its own, a URL in a vector
+    file would be fetched."""
+    pyogrio = hardened_pyogrio()
+    assert pyogrio.get_gdal_config_option("GDAL_HTTP_PROXY") == "http://127.0.0.1:9"
+    assert pyogrio.get_gdal_config_option("PROJ_NETWORK") is False
+
+
+def test_rasterio_hardening_still_works_once_pyogrio_gdal_is_loaded() -> None:
+    """With two GDAL libraries mapped, deregistering rasterio's drivers must pick rasterio's, not fail
+    ('expected one loaded GDAL library') or act on pyogrio's."""
+    hardened_pyogrio()
+    disable_network()
+    assert pyogrio_registered_drivers() == VECTOR_DRIVERS
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "/vsicurl/http://127.0.0.1:9/zones.geojson",
+        "/vsizip/zones.zip/zones.shp",
+        "http://127.0.0.1:9/zones.geojson",
+        "GPKG:zones.gpkg:layer",
+        "../outside/secret.shp",
+    ],
+)
+def test_vsi_prefixes_urls_and_connection_strings_are_refused_before_gdal(
+    ctx: OperationContext, name: str
+) -> None:
+    """A name GDAL would resolve itself (a /vsi file system, a URL, a driver prefix) never reaches it."""
+    assert_refused(ctx, name, PathRefused)
+
+
+@pytest.mark.parametrize("name", ["zones.vrt", "zones.kml", "zones.csv", "zones.zip", "zones.tif"])
+def test_formats_beyond_the_three_are_refused_naming_the_allowed_ones(
+    ctx: OperationContext, workspace_dir: Path, name: str
+) -> None:
+    """OGR VRT, KML, CSV and archives can name other files or hide what they hold."""
+    (workspace_dir / name).write_text("x")
+    assert_refused(ctx, name, PathRefused, "GeoPackage (.gpkg)", "GeoJSON", "Shapefile (.shp)")
+
+
+def test_a_dbf_linked_out_of_the_workspace_is_refused(
+    ctx: OperationContext, workspace_dir: Path, outside: Path
+) -> None:
+    """The shapefile's attributes (zone names) would be read from a file the policy never saw."""
+    write_vector(workspace_dir / "zones.shp", [shapely.box(0, 0, 10, 10)])
+    (workspace_dir / "zones.dbf").unlink()
+    (workspace_dir / "zones.dbf").symlink_to(outside / "secret.dbf")
+    assert_refused(ctx, "zones.shp", PathRefused, "zones.dbf", field="name")
+
+
+def test_a_sidecar_that_is_a_folder_is_refused(ctx: OperationContext, workspace_dir: Path) -> None:
+    """A sidecar must be a regular file; a folder named like one hides what GDAL would do with it."""
+    write_vector(workspace_dir / "zones.shp", [shapely.box(0, 0, 10, 10)])
+    (workspace_dir / "zones.cpg").unlink()
+    (workspace_dir / "zones.cpg").mkdir()
+    assert_refused(ctx, "zones.shp", PathRefused, "zones.cpg")
+
+
+def test_every_file_of_a_shapefile_is_reported_as_part_of_the_input(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """The .shx, .dbf, .prj and .cpg are read with the .shp; they are named so that nothing is hidden."""
+    write_vector(workspace_dir / "zones.shp", [shapely.box(0, 0, 10, 10)])
+    polygons = read(ctx, "zones.shp")
+    assert set(polygons.files) == {f"zones.{ext}" for ext in ("shp", "shx", "dbf", "prj", "cpg")}
+
+
+def test_an_ogr_vrt_renamed_geojson_is_not_followed(
+    ctx: OperationContext, workspace_dir: Path, outside: Path
+) -> None:
+    """An OGR VRT names any file (or URL) as its source; renamed .geojson it must not be opened as one."""
+    (workspace_dir / "zones.geojson").write_text(
+        f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>{outside / "secret.shp"}'
+        "</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+    )
+    assert_refused(ctx, "zones.geojson", InvalidArgument, "not a vector file")
+
+
+def test_a_geojson_whose_crs_links_to_a_url_fetches_nothing(
+    ctx: OperationContext, workspace_dir: Path, sink: Sink
+) -> None:
+    """GeoJSON 2008 allowed a 'link' CRS: a URL GDAL could fetch to learn the CRS."""
+    document = {
+        "type": "FeatureCollection",
+        "crs": {"type": "link", "properties": {"href": sink.url("crs.wkt"), "type": "ogcwkt"}},
+        "features": [
+            {"type": "Feature", "properties": {"name": sink.url("attr")},
+             "geometry": json.loads(shapely.to_geojson(shapely.box(0, 0, 10, 10)))},
+        ],
+    }  # fmt: skip
+    (workspace_dir / "zones.geojson").write_text(json.dumps(document))
+    polygons = read(ctx, "zones.geojson", field="name")
+    assert polygons.values == [sink.url("attr")]  # an attribute that looks like a URL is only text
+    assert sink.requests == []
+
+
+def test_a_geojson_whose_crs_names_a_file_outside_does_not_read_it(
+    ctx: OperationContext, workspace_dir: Path, outside: Path
+) -> None:
+    """A named CRS is parsed by PROJ/GDAL's SetFromUserInput, which can read a file by its path; the CRS
+    in that file (Web Mercator here) must not become the zones' CRS."""
+    (outside / "crs.wkt").write_text(rasterio.crs.CRS.from_epsg(3857).to_wkt())
+    document = {
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": str(outside / "crs.wkt")}},
+        "features": [
+            {"type": "Feature", "properties": {},
+             "geometry": json.loads(shapely.to_geojson(shapely.box(0, 0, 1, 1)))},
+        ],
+    }  # fmt: skip
+    (workspace_dir / "zones.geojson").write_text(json.dumps(document))
+    # GDAL cannot parse the name without the file, so it falls back to GeoJSON's default CRS.
+    assert read(ctx, "zones.geojson").source_crs == "EPSG:4326"
+
+
+def test_a_file_holding_only_a_url_is_not_fetched(
+    ctx: OperationContext, workspace_dir: Path, sink: Sink
+) -> None:
+    """The GeoJSON driver fetches a URL given as its name; given as the file's content it must not."""
+    (workspace_dir / "zones.geojson").write_text(sink.url("zones.geojson"))
+    assert_refused(ctx, "zones.geojson", InvalidArgument, "not a vector file")
+    assert sink.requests == []
+
+
+def test_a_geopackage_renamed_geojson_is_refused(ctx: OperationContext, workspace_dir: Path) -> None:
+    """The extension promises one format and GDAL picks another by content: say so rather than guess."""
+    write_vector(workspace_dir / "real.gpkg", [shapely.box(0, 0, 10, 10)])
+    (workspace_dir / "real.gpkg").rename(workspace_dir / "zones.geojson")
+    assert_refused(ctx, "zones.geojson", PathRefused, "GPKG")
+
+
+def test_a_geopackage_with_a_view_over_an_outside_file_does_not_read_it(
+    ctx: OperationContext, workspace_dir: Path, outside: Path
+) -> None:
+    """SQLite's VirtualOGR module (GDAL's) opens any file named in a table's definition; a GeoPackage
+    carrying one in its schema must not hand the secret shapefile's rows to the agent."""
+    import sqlite3
+
+    path = workspace_dir / "zones.gpkg"
+    write_vector(path, [shapely.box(0, 0, 10, 10)], layer="zones")
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA writable_schema=ON")
+        db.execute(
+            "INSERT INTO sqlite_master(type, name, tbl_name, rootpage, sql) VALUES "
+            "('table', 'leak', 'leak', 0, ?)",
+            (f"CREATE VIRTUAL TABLE leak USING VirtualOGR('{outside / 'secret.shp'}')",),
+        )
+        db.execute(
+            "INSERT INTO gpkg_contents(table_name, data_type, identifier, srs_id) "
+            "VALUES ('leak', 'features', 'leak', 32631)"
+        )
+        db.execute("INSERT INTO gpkg_geometry_columns VALUES ('leak', 'GEOMETRY', 'POLYGON', 32631, 0, 0)")
+    assert_refused(ctx, "zones.gpkg", InvalidArgument, "VirtualOGR", layer="leak", field="name")
+
+
+def test_a_raster_renamed_gpkg_is_not_a_vector(ctx: OperationContext, workspace_dir: Path) -> None:
+    """A GeoTIFF is not zones; the error says which formats are."""
+    with rasterio.open(
+        workspace_dir / "zones.gpkg", "w", driver="GTiff", width=4, height=4, count=1, dtype="uint8",
+        crs="EPSG:32631", transform=from_origin(0, 4, 1, 1),
+    ) as dst:  # fmt: skip
+        dst.write(np.ones((1, 4, 4), dtype="uint8"))
+    assert_refused(ctx, "zones.gpkg", InvalidArgument, "not a vector file", "GeoPackage")
+
+
+def test_garbage_named_geojson_is_not_a_vector(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Broken input is an error naming the file and the formats, not a crash or an empty result."""
+    (workspace_dir / "zones.geojson").write_bytes(b"\x00\x01{not json")
+    assert_refused(ctx, "zones.geojson", InvalidArgument, "zones.geojson", "not a vector file")
+
+
+def test_the_number_of_features_is_capped(
+    ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of millions of features would exhaust the worker; it is refused once one more than the cap
+    is read (the cap is lowered here so the fixture stays small)."""
+    monkeypatch.setattr(vectors, "MAX_FEATURES", 100)
+    write_vector(workspace_dir / "zones.gpkg", [shapely.box(i, 0, i + 1, 1) for i in range(101)])
+    assert_refused(ctx, "zones.gpkg", InvalidArgument, "more than 100 features", "raster of zone ids")
+
+
+def test_the_number_of_vertices_is_capped(
+    ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One feature can carry millions of vertices; the total is bounded whatever the feature count."""
+    monkeypatch.setattr(vectors, "MAX_VERTICES", 50)
+    circle = shapely.Point(0, 0).buffer(10, quad_segs=16)  # 65 vertices
+    write_vector(workspace_dir / "zones.gpkg", [circle])
+    assert_refused(ctx, "zones.gpkg", InvalidArgument, "65 vertices", "Simplify")
