@@ -4,21 +4,28 @@ sandbox bindings) picks it up; nothing else needs editing."""
 from __future__ import annotations
 
 from llmc_mcp.errors import NotFound
-from llmc_mcp.operations import crs, files, raster
+from llmc_mcp.operations import crs, files, raster, terrain
 from llmc_mcp.operations.catalog import Operation, OperationContext
 
 CATALOG: tuple[Operation, ...] = (
     raster.info,
     raster.stats,
+    raster.preview,
     raster.reproject,
     raster.convert,
     raster.area,
     raster.calc,
     raster.sample,
+    raster.reclassify,
+    raster.clip,
     crs.info,
     crs.transform,
     files.list,
     files.remove,
+    terrain.slope,
+    terrain.aspect,
+    terrain.hillshade,
+    terrain.roughness,
 )
 
 NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))

@@ -9,7 +9,7 @@ string ``"NaN"`` rather than breaking strict JSON parsers.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,6 +121,10 @@ class RasterInfo(_Model):
     )
     tags_truncated: bool = Field(description="True when keys were dropped or values cut from tags.")
     file_size_bytes: int = Field(description="Size of the main file in bytes (sidecar files not counted).")
+    georeferencing: GeoreferencingInfo = Field(
+        description="Where transform and crs come from: the file itself, or a sidecar (.aux.xml, world file) "
+        "that may override the file's own."
+    )
 
 
 class Histogram(_Model):
@@ -421,3 +425,383 @@ class RasterArea(_Model):
         "geodesic area measured (on a lattice of cells for large rasters, see method_note)."
     )
     method_note: str = Field(description="How the areas were computed and how exact they are.")
+
+
+class ReclassRule(BaseModel):
+    """One ``raster.reclassify`` rule: a value, or a half-open range [min, max), and the class it becomes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float | None = Field(None, description="Match cells equal to this value (exactly). Excludes min/max.")
+    min: float | None = Field(None, description="Range start, inclusive; null for no lower end.")
+    max: float | None = Field(None, description="Range end, exclusive; null for no upper end.")
+    to: int = Field(description="The output class of the matching cells.")
+
+
+class ReclassRuleCount(_Model):
+    """One rule as applied, with the cells it matched."""
+
+    value: float | None = Field(description="The value matched, or null for a range rule.")
+    min: float | None = Field(description="Range start (inclusive), null when open or a value rule.")
+    max: float | None = Field(description="Range end (exclusive), null when open or a value rule.")
+    to: int = Field(description="The class it writes.")
+    cells: int = Field(description="Cells this rule matched.")
+
+
+class ClassCount(_Model):
+    """How many output cells hold one class."""
+
+    value: int = Field(description="The class.")
+    cells: int = Field(description="Output cells holding it.")
+
+
+class ReclassifyResult(_Model):
+    """What ``raster.reclassify`` wrote: the classes, their cell counts, and how values were matched."""
+
+    output: RasterInfo = Field(description="raster.info of the written file.")
+    band: int = Field(description="Source band reclassified, 1-based.")
+    physical: bool = Field(
+        description="True when rules were matched against raw * scale + offset (the band declares them)."
+    )
+    scale: float = Field(description="The band's declared scale (1 when none).")
+    offset: float = Field(description="The band's declared offset (0 when none).")
+    dtype: str = Field(description="Output data type: the smallest holding every class and the nodata.")
+    nodata: int = Field(description="Output nodata value, chosen (or given) so no class collides with it.")
+    rules: list[ReclassRuleCount] = Field(description="Each rule, in the order given, with its cell count.")
+    classes: list[ClassCount] = Field(description="Every class the rules and default can write, sorted.")
+    unmatched_cells: int = Field(
+        description="Valid cells no rule matched: written as default, or as nodata when default is null."
+    )
+    nodata_cells: int = Field(description="Output nodata cells: source nodata (value, mask, NaN) and unmatched.")
+    note: str = Field(description="How cells were matched and what became nodata.")
+
+
+ClipMaskKind = Literal["nodata", "internal_mask", "alpha"]
+
+
+class ClipWindow(_Model):
+    """A rectangle of source pixels."""
+
+    col_off: int = Field(description="First source column, 0-based.")
+    row_off: int = Field(description="First source row, 0-based.")
+    width: int = Field(description="Columns.")
+    height: int = Field(description="Rows.")
+
+
+class ClipResult(_Model):
+    """What ``raster.clip`` wrote and which source cells it kept."""
+
+    output: RasterInfo = Field(description="raster.info of the written file.")
+    window: ClipWindow = Field(
+        description="The source pixels the output grid covers (the whole source when crop is false); "
+        "output pixel (r, c) is source pixel (row_off + r, col_off + c), never resampled."
+    )
+    bounds: Bounds | None = Field(
+        description="The box in the raster's CRS (bounds transformed, densified edges, when bounds_crs "
+        "differs), null without bounds."
+    )
+    polygons: int = Field(description="Mask polygons used (0 without mask).")
+    inside_cells: int = Field(description="Output cells inside the box/mask (their source values kept).")
+    outside_cells: int = Field(description="Output cells outside, set to nodata (or masked out).")
+    outside_as: ClipMaskKind = Field(
+        description="How outside cells are marked: the nodata value, an internal mask (integer sources "
+        "without nodata), or alpha 0 (sources with an alpha band and no nodata)."
+    )
+    nodata: float | None = Field(description="Output nodata value (NaN possible), null when none.")
+    transformation: str | None = Field(
+        description="How bounds or mask were brought into the raster's CRS, null when already in it."
+    )
+    note: str = Field(description="Which cells count as inside and how outside cells are marked.")
+
+
+GeoreferencingChoice = Annotated[
+    Literal["file", "sidecar"] | None,
+    Field(
+        description="When a sidecar (.aux.xml) overrides the file's georeferencing: follow the 'file' or "
+        "the 'sidecar'; null refuses, naming both."
+    ),
+]
+"""The one argument by which an operation whose result depends on georeferencing picks a side."""
+
+
+class GeoreferencingInfo(_Model):
+    """Where a raster's georeferencing comes from, and the file's own when a sidecar overrides it."""
+
+    source: Literal["file", "aux.xml", "world file", "tab file", "none"] = Field(
+        description="Where transform and crs come from as GDAL opens the file: 'file' (its own tags or "
+        "header), a sidecar ('aux.xml', 'world file' such as .tfw/.wld, 'tab file'), or 'none'."
+    )
+    sidecar: str | None = Field(description="Workspace-relative sidecar file, when source is a sidecar.")
+    overrides_file: bool = Field(
+        description="True when the sidecar disagrees with georeferencing the file itself holds; operations "
+        "that depend on positions then refuse unless given georeferencing='file' or 'sidecar'."
+    )
+    file_transform: tuple[float, float, float, float, float, float] | None = Field(
+        description="The file's own geotransform, when a sidecar overrides it; else null (it is transform)."
+    )
+    file_crs: CrsRef | None = Field(
+        description="The file's own CRS, when a sidecar overrides its georeferencing; else null."
+    )
+    note: str = Field(description="The source in one sentence, naming both sides when they disagree.")
+
+
+ZFactorSource = Literal["argument", "band_unit", "crs_vertical_unit", "horizontal_unit", "assumed_metres"]
+GroundSpacing = Literal["projected", "geographic_per_row"]
+
+
+class TerrainResult(_Model):
+    """What a ``terrain`` operation wrote, and the units it reconciled to get there."""
+
+    output: RasterInfo = Field(description="raster.info of the written float32 GeoTIFF.")
+    measure: str = Field(description="What each cell holds, e.g. 'slope in degrees', 'aspect'.")
+    z_factor: float | None = Field(
+        description="Metres per elevation unit used (0.3048 for feet); null for roughness, whose values "
+        "stay in the DEM's elevation units."
+    )
+    z_factor_source: ZFactorSource | None = Field(
+        description="Where z_factor came from (null for roughness): the argument, the band's declared unit, the CRS's vertical "
+        "unit, the horizontal unit of a projected CRS (elevations assumed in the same unit, as gdaldem "
+        "does), or metres assumed (geographic CRS, no unit declared)."
+    )
+    ground_spacing: GroundSpacing = Field(
+        description="'projected': one cell size, CRS units times metres per unit; 'geographic_per_row': "
+        "each row's east-west and north-south spacing measured on the ellipsoid at its latitude."
+    )
+    cell_size_m: tuple[float, float] = Field(
+        description="Ground size (x, y) in metres of a cell in the middle row (geographic: varies by row)."
+    )
+    flat_value: float | None = Field(
+        description="aspect only: the value written where the surface is flat (no downslope direction)."
+    )
+    valid_cells: int = Field(description="Cells with a value.")
+    nodata_cells: int = Field(
+        description="NaN cells: the outer ring, and every cell whose 3x3 window holds a nodata cell."
+    )
+    note: str = Field(description="The formula, its source, and how units were reconciled.")
+
+
+MergeMethod = Literal["first", "last", "min", "max", "mean", "sum", "count"]
+"""How ``raster.merge`` combines a cell several sources cover (nodata never takes part)."""
+
+
+class MergeSource(_Model):
+    """One source of a mosaic: where it lands on the output grid and what it gave."""
+
+    path: str = Field(description="Workspace-relative raster file.")
+    resampled: bool = Field(
+        description="True when its cells are off the mosaic's lattice (another size or a fractional "
+        "offset), so it was warped onto it with the resampling method; false: copied cell for cell."
+    )
+    footprint_cells: int = Field(description="Output cells (per band) its extent covers.")
+    valid_cells: int = Field(description="Cell values (all bands) it has on the output grid, nodata excluded.")
+    used_cells: int = Field(
+        description="Cell values that came from it: first/last/min/max, where it won (ties: the earlier "
+        "source); mean/sum/count, every valid cell (each takes part)."
+    )
+
+
+class MergeResult(_Model):
+    """What ``raster.merge`` wrote, and what each source contributed."""
+
+    output: RasterInfo = Field(description="raster.info of the written file.")
+    method: MergeMethod = Field(description="How overlapping cells were combined.")
+    sources: list[MergeSource] = Field(description="Each source, in the order given (the order first/last use).")
+    overlap_cells: int = Field(description="Cell values (all bands) where two or more sources had a value.")
+    nodata: float | None = Field(
+        description="The output's nodata value; null when none (count: 0 means no source had a value; "
+        "integer data without nodata: an internal mask marks the cells without a value)."
+    )
+    note: str = Field(description="How overlaps were combined, the output type, and how nodata was chosen.")
+
+
+Stretch = Literal["percentile", "minmax", "none"]
+"""How ``raster.preview`` maps values to 8-bit grey or colour levels."""
+
+PNG_BASE64 = {"contentMediaType": "image/png", "contentEncoding": "base64"}
+"""JSON Schema's own words for a field holding an image: the faces attach such fields as MCP image
+content instead of pasting them into the text a model reads (``llmc_mcp.server.results``)."""
+
+
+class RasterPreview(_Model):
+    """A PNG quicklook of a raster and how it was drawn."""
+
+    path: str = Field(description="Workspace-relative raster file.")
+    width: int = Field(description="PNG width in pixels (at most max_size).")
+    height: int = Field(description="PNG height in pixels (at most max_size).")
+    source_width: int = Field(description="Raster width in pixels.")
+    source_height: int = Field(description="Raster height in pixels.")
+    bands: list[int] = Field(description="Bands drawn: one (grey or colour table) or three (red, green, blue).")
+    rendering: Literal["grey", "rgb", "colour_table"] = Field(
+        description="'colour_table': the band's own colours, no stretch; 'grey' or 'rgb': stretched."
+    )
+    stretch: Stretch | None = Field(description="The stretch applied; null when the colour table was used.")
+    limits: list[tuple[float, float]] | None = Field(
+        description="Per band drawn, the values (low, high) mapped to levels 0 and 255, physical "
+        "(stored * scale + offset) except for stretch 'none'; null for a colour table."
+    )
+    resampling: Literal["nearest", "average"] = Field(
+        description="How pixels were decimated: nearest for classes (colour table, thematic, integer "
+        "single band), average for measurements and RGB."
+    )
+    transparent_pixels: int = Field(description="PNG pixels with alpha 0: no valid value (nodata, mask, NaN).")
+    png_bytes: int = Field(description="Size of the PNG file in bytes.")
+    png_base64: str = Field(
+        description="The PNG, base64. Attached as image content by the faces: pass the result to show().",
+        json_schema_extra=PNG_BASE64,
+    )
+    note: str = Field(description="How values became colours.")
+
+
+WorkflowAnswerKind = Literal["text", "list", "number", "justification", "any"]
+"""What a workflow step's answer must be: text, a list of texts, a number, a justification object
+(``{intent, alternatives, choice, confidence}``), or any JSON value."""
+
+
+class WorkflowInput(_Model):
+    name: str = Field(description="Pass it to workflows.start as a keyword argument.")
+    description: str
+
+
+class WorkflowSummary(_Model):
+    name: str
+    description: str
+    builtin: bool = Field(description="Shipped with llmc-mcp; false: from <workspace>/.llmc/workflows/.")
+    inputs: list[WorkflowInput]
+    steps: int
+
+
+class WorkflowProblem(_Model):
+    """Why a user workflow file was skipped (or is invalid): the file, the step, the problem."""
+
+    file: str
+    step: str | None
+    problem: str
+
+
+class WorkflowList(_Model):
+    workflows: list[WorkflowSummary]
+    skipped: list[WorkflowProblem] = Field(
+        description="User definitions that failed validation and are not offered (fix and they appear)."
+    )
+
+
+class WorkflowStepInfo(_Model):
+    id: str
+    instruction: str = Field(description="The instruction template (${name} is a saved value).")
+    answer: WorkflowAnswerKind
+    save: str | None = Field(description="The name the answer is saved under.")
+    foreach: str | None = Field(description="The saved list the step is asked once per item of.")
+    requires: str | None = Field(description="'domain via operation' the answer justifies, stored for it.")
+    next: list[str] = Field(description="Step ids it may go to; empty for the complete step.")
+    complete: bool
+
+
+class WorkflowDescription(_Model):
+    name: str
+    description: str
+    builtin: bool
+    inputs: list[WorkflowInput]
+    steps: list[WorkflowStepInfo]
+
+
+class ToolCall(_Model):
+    """A classic-mode tool call: the tool's name and its arguments."""
+
+    tool: str
+    arguments: dict[str, str]
+
+
+class WorkflowProgress(_Model):
+    """One step of a running workflow to answer, or (complete) its results."""
+
+    workflow: str
+    state_id: str = Field(description="The handle of this run; pass it to submit. Keep it: it survives restarts.")
+    complete: bool = Field(description="True once the last step is answered; results then holds every answer.")
+    step: str | None = Field(description="The id of the step to answer now; null when complete.")
+    step_index: int | None = Field(description="The step's position in the definition (1-based).")
+    total_steps: int
+    item: int | None = Field(description="For a step asked once per item: which item now (1-based).")
+    items: int | None = Field(description="For a step asked once per item: how many items.")
+    instruction: str | None = Field(description="What to do and answer now, with saved values filled in.")
+    answer: WorkflowAnswerKind | None = Field(description="What the answer must be.")
+    next_action: str | ToolCall | None = Field(
+        description="The exact call to make next: a line of code (code mode) or a tool call (classic)."
+    )
+    results: dict[str, Any] | None = Field(description="When complete: every saved answer by its name.")
+
+
+ConditionMethod = Literal["fill"]
+"""Depression handling pyflwdir implements; 'breach' and 'fill_flats' are refused by name (DD-MCP-052)."""
+FlowRouting = Literal["d8"]
+"""Flow routing pyflwdir implements; 'dinf' and 'mfd' are refused by name (DD-MCP-052)."""
+AccumulationUnits = Literal["cells", "m2"]
+ThresholdUnits = Literal["cells", "m2"]
+
+
+class ConditionResult(_Model):
+    """What ``hydrology.condition`` wrote and how much it changed the DEM."""
+
+    output: RasterInfo = Field(description="raster.info of the conditioned DEM (float32).")
+    method: ConditionMethod = Field(description="How depressions were handled.")
+    max_depth: float | None = Field(description="Depressions deeper than this were kept as sinks; null: all filled.")
+    raised_cells: int = Field(description="Cells whose elevation was raised.")
+    max_raise: float = Field(description="The largest raise, in the DEM's vertical units (0 when none).")
+    volume_cells: float = Field(description="Sum of raises over cells (vertical units x cells): the filled volume.")
+    note: str = Field(description="What was done and what was kept.")
+
+
+class FlowDirectionResult(_Model):
+    """What ``hydrology.flow_direction`` wrote."""
+
+    output: RasterInfo = Field(description="raster.info of the flow direction grid (uint8).")
+    routing: FlowRouting = Field(description="The routing model.")
+    encoding: str = Field(description="What each value of the output means.")
+    outlet_cells: int = Field(description="Cells that drain off the grid or the data (edge cells: value 0).")
+    sink_cells: int = Field(description="Interior cells that drain nowhere (unfilled depressions: value 0).")
+    note: str = Field(description="How directions were derived.")
+
+
+class FlowAccumulationResult(_Model):
+    """What ``hydrology.flow_accumulation`` wrote."""
+
+    output: RasterInfo = Field(description="raster.info of the accumulation grid.")
+    units: str = Field(description="What each cell holds: 'cells' (count of cells draining through it, itself "
+                       "included), 'm2' (their ground area) or 'weights' (the sum of their weights).")
+    max_value: float = Field(description="The largest accumulation: at the outlet of the largest catchment.")
+    weight_nodata_cells: int = Field(description="Cells whose weight was nodata and added nothing.")
+    note: str = Field(description="What was accumulated and how areas were measured.")
+
+
+class StreamsResult(_Model):
+    """What ``hydrology.streams`` wrote."""
+
+    output: RasterInfo = Field(description="raster.info of the stream grid (uint8: 1 channel, 0 not, 255 nodata).")
+    threshold: float = Field(description="The drainage area a channel cell reaches at least.")
+    threshold_units: ThresholdUnits = Field(description="Units of the threshold, the accumulation's own.")
+    stream_cells: int = Field(description="Cells marked as channel.")
+    note: str = Field(description="The rule applied.")
+
+
+class PourPoint(_Model):
+    """One pour point: where it was given, where it was snapped, and its catchment."""
+
+    id: int = Field(description="Catchment id in the output (1-based, in the order given).")
+    x: float = Field(description="x as given.")
+    y: float = Field(description="y as given.")
+    row: int = Field(description="Row of the outlet cell it was snapped to.")
+    col: int = Field(description="Column of the outlet cell.")
+    cell_x: float = Field(description="Centre of the outlet cell, in the raster's CRS.")
+    cell_y: float = Field(description="Centre of the outlet cell, in the raster's CRS.")
+    snap_distance_m: float = Field(description="Ground distance (m) from the point to the outlet cell's centre.")
+    accumulation_cells: int = Field(description="Cells draining through the outlet cell, itself included.")
+    cells: int = Field(description="Cells of its catchment in the output (nested catchments exclude "
+                       "those of pour points upstream).")
+    area_m2: float = Field(description="Ground area of those cells, on the ellipsoid.")
+
+
+class WatershedResult(_Model):
+    """What ``hydrology.watershed`` wrote."""
+
+    output: RasterInfo = Field(description="raster.info of the catchment grid (int32 ids; 0 none; -1 nodata).")
+    points: list[PourPoint] = Field(description="Each pour point, in the order given.")
+    note: str = Field(description="How points were snapped and catchments nested.")
