@@ -4,7 +4,7 @@ sandbox bindings) picks it up; nothing else needs editing."""
 from __future__ import annotations
 
 from llmc_mcp.errors import NotFound
-from llmc_mcp.operations import crs, files, raster, terrain
+from llmc_mcp.operations import crs, files, provenance, raster, terrain
 from llmc_mcp.operations.catalog import Operation, OperationContext
 
 CATALOG: tuple[Operation, ...] = (
@@ -16,12 +16,15 @@ CATALOG: tuple[Operation, ...] = (
     raster.area,
     raster.calc,
     raster.sample,
+    raster.align,
+    raster.merge,
     raster.reclassify,
     raster.clip,
     crs.info,
     crs.transform,
     files.list,
     files.remove,
+    provenance.lineage,
     terrain.slope,
     terrain.aspect,
     terrain.hillshade,

@@ -805,3 +805,87 @@ class WatershedResult(_Model):
     output: RasterInfo = Field(description="raster.info of the catchment grid (int32 ids; 0 none; -1 nodata).")
     points: list[PourPoint] = Field(description="Each pour point, in the order given.")
     note: str = Field(description="How points were snapped and catchments nested.")
+
+
+ZonalStat = Literal[
+    "mean", "min", "max", "count", "sum", "median", "stdev", "majority", "minority", "variety"
+]  # fmt: skip
+
+
+class ZoneStatistics(_Model):
+    """The statistics of one zone."""
+
+    zone: int | float | str | None = Field(
+        description="The zone: its zone_field value, else its feature index (0-based, file order) for "
+        "polygon zones; its id for a raster of zone ids."
+    )
+    stats: dict[str, float | None] = Field(
+        description="Each requested statistic by name; null when the zone holds no valid cell (outside "
+        "the raster, or all nodata). count is 0 then."
+    )
+
+
+class ZonalStatsResult(_Model):
+    """Statistics of one band per zone, with exact fractional cell coverage for polygon zones."""
+
+    path: str = Field(description="Workspace-relative raster the values come from.")
+    band: int = Field(description="Band number, 1-based.")
+    zones: str = Field(description="Workspace-relative zones file.")
+    zones_kind: Literal["polygons", "raster"] = Field(
+        description="'polygons' (a vector file: cells weighted by the fraction each polygon covers) or "
+        "'raster' (a raster of zone ids on the same grid: every cell counts fully)."
+    )
+    layer: str | None = Field(description="The layer the polygons were read from; null for a zone raster.")
+    zone_field: str | None = Field(description="The attribute naming each zone; null: feature index or id.")
+    stats: list[ZonalStat] = Field(description="The statistics computed, in request order.")
+    results: list[ZoneStatistics] = Field(
+        description="One entry per zone: in file order for polygons, by increasing id for a zone raster."
+    )
+    physical: bool = Field(
+        description="True when the band's declared scale/offset were applied (values are raw * scale + "
+        "offset); False when the values are the stored ones."
+    )
+    scale: float = Field(description="The band's declared scale (1 when none).")
+    offset: float = Field(description="The band's declared offset (0 when none).")
+    zones_crs: str | None = Field(description="The polygons' CRS as the file declares it; null for a zone raster.")
+    transformation: str | None = Field(
+        description="How the polygons were transformed to the raster's CRS (PROJ's operation, accuracy, "
+        "ballpark warning); null when they were already in it."
+    )
+    repaired_zones: int = Field(
+        description="Invalid polygons (self-intersections...) repaired with make_valid before use."
+    )
+    method: str = Field(description="How cells were weighted and counted, and what was excluded.")
+
+
+class LineageStep(_Model):
+    """One file made by an operation, as its provenance record tells."""
+
+    path: str = Field(description="Workspace-relative file whose bytes the record claims.")
+    sha256: str = Field(description="SHA-256 of the file's bytes.")
+    record: str = Field(description="The provenance record that claims them (usually '<path>.provenance.json').")
+    operation: str = Field(description="The operation that wrote it, e.g. 'raster.reproject'.")
+    finished_at: str = Field(description="When it was written (UTC).")
+    inputs: list[str] = Field(description="The files it was made from, as the record names them.")
+
+
+class LineageStop(_Model):
+    """Where the walk back could not go on, and why."""
+
+    path: str = Field(description="The input the record names.")
+    reason: str = Field(description="Why the walk stopped there: missing, unreadable, or changed since.")
+
+
+class Lineage(_Model):
+    """How a file came to be: the steps back to the originals, and where the trail breaks."""
+
+    path: str = Field(description="The file asked about.")
+    sha256: str = Field(description="SHA-256 of its bytes.")
+    steps: list[LineageStep] = Field(description="Every step found, the file's own first, then its inputs'.")
+    originals: list[str] = Field(
+        description="Files no record claims: originals, or files made outside llmc-mcp."
+    )
+    stops: list[LineageStop] = Field(description="Inputs the walk could not follow, with the reason.")
+    ignored_records: list[str] = Field(
+        description="Record files not believed: unreadable, over 1 MiB, or not conforming to the format."
+    )

@@ -9,6 +9,7 @@ one cache key, and are accepted as the same ``choice.method``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -16,7 +17,7 @@ from typing import Any, Literal, get_args
 from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument
 
-Domain = Literal["crs_datum", "resampling", "format_selection"]
+Domain = Literal["crs_datum", "resampling", "format_selection", "aggregation", "hydrology"]
 DOMAINS: frozenset[str] = frozenset(get_args(Domain))
 
 LOSSY_COMPRESSIONS = frozenset({"JPEG", "WEBP", "LERC", "LERC_DEFLATE", "LERC_ZSTD"})
@@ -58,7 +59,20 @@ def normalize_subject(domain: str, value: object) -> str:
         return normalize_crs(text)
     if domain == "format_selection":
         return text.upper()
+    if domain == "hydrology":
+        return hydrology_value(text)
     return text.lower()
+
+
+def hydrology_value(value: object) -> str:
+    """A hydrology decision value: numbers as ``repr(float)`` (``5000``, ``5e3`` and ``5000.0`` are one
+    threshold), names in lower case."""
+    text = str(value).strip().lower()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return repr(number) if math.isfinite(number) else text
 
 
 DATA_KINDS = frozenset({"categorical", "continuous", "integer"})
@@ -67,17 +81,30 @@ UNKNOWN_DATA = "unknown"
 of its own, so it can never unlock a decision about categorical or continuous data."""
 
 
+SOME_OR_NONE = frozenset({"some", "none"})
+FACT_VALUES: dict[str, Callable[[object], bool]] = {
+    "data": lambda v: isinstance(v, str) and v in DATA_KINDS,
+    "overlap": lambda v: isinstance(v, str) and v in SOME_OR_NONE,
+    "resampled": lambda v: isinstance(v, str) and v in SOME_OR_NONE,
+    "crs": lambda v: isinstance(v, str) and 0 < len(v) <= 100_000,
+}
+"""Facts a preflight may report: the data kind; whether a mosaic's sources overlap and whether any is
+resampled (``some``/``none``); the CRS an alignment lands in when it is not the source's. A decision
+that depends on a fact asks whenever the fact is missing."""
+
+
 def check_facts(facts: object) -> dict[str, str]:
     """The facts a worker reports about the data, refused unless they are ones the gate knows."""
     if facts is None:
         return {}
-    known = isinstance(facts, dict) and not set(facts) - {"data"}
-    if not known or facts.get("data", "categorical") not in DATA_KINDS:  # type: ignore[union-attr]
+    known = isinstance(facts, dict) and all(k in FACT_VALUES and FACT_VALUES[k](v) for k, v in facts.items())
+    if not known:
         raise InvalidArgument(
             f"facts {str(facts)[:100]!r} are not facts the gate knows.",
-            fix="Report {'data': 'categorical'|'continuous'|'integer'} or nothing.",
+            fix="Report {'data': 'categorical'|'continuous'|'integer'} (and overlap, resampled, crs where "
+            "the operation has them) or nothing.",
         )
-    return {str(k): str(v) for k, v in facts.items()}
+    return {str(k): str(v) for k, v in facts.items()}  # type: ignore[union-attr]
 
 
 def _data(facts: Mapping[str, str]) -> str:
@@ -91,6 +118,29 @@ def _reproject_crs(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[st
 def _reproject_resampling(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any]:
     # Scoped by what resampling does to data: bilinear is sound for a DEM and wrong for classes, and
     # warping a grid is not building overviews: one justification unlocks only what it argued for.
+    return {"method": str(args["resampling"]).lower(), "data": _data(facts), "purpose": "warping"}
+
+
+def _align_crs(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any] | None:
+    # The same decision as reprojecting into like's CRS (same args, same prompt): landing in a CRS is
+    # one choice whichever operation makes it. On the source's own CRS nothing is chosen.
+    if "crs" not in facts:
+        return None
+    return {"dst_crs": normalize_crs(facts["crs"], "like")}
+
+
+def _merge_aggregation(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any] | None:
+    # Sources whose footprints share no cell combine nothing: every method gives each cell its one
+    # source's value (count gives 1), so there is no choice to justify (DD-MCP-045).
+    if facts.get("overlap") == "none":
+        return None
+    return {"method": str(args["method"]).lower(), "data": _data(facts)}
+
+
+def _merge_resampling(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any] | None:
+    # Sources already on the mosaic's cell lattice are copied cell for cell: no method is applied.
+    if facts.get("resampled") == "none":
+        return None
     return {"method": str(args["resampling"]).lower(), "data": _data(facts), "purpose": "warping"}
 
 
@@ -121,6 +171,27 @@ REPROJECT_RESAMPLING = ReflectionSpec(
     decision=_reproject_resampling,
     when="always: the resampling method, for this kind of data (categorical, continuous or integer)",
 )
+ALIGN_CRS = ReflectionSpec(
+    domain="crs_datum",
+    prompt="justify_crs_selection",
+    subject="dst_crs",
+    decision=_align_crs,
+    when="when like's CRS is not src's: like's CRS, as raster.reproject's dst_crs",
+)
+MERGE_AGGREGATION = ReflectionSpec(
+    domain="aggregation",
+    prompt="justify_overlap_aggregation",
+    subject="method",
+    decision=_merge_aggregation,
+    when="when source footprints overlap: how overlapping cells combine, for this kind of data",
+)
+MERGE_RESAMPLING = ReflectionSpec(
+    domain="resampling",
+    prompt="justify_resampling_method",
+    subject="method",
+    decision=_merge_resampling,
+    when="when a source is off the mosaic's cell lattice: the resampling method, for this kind of data",
+)
 CONVERT_LOSSY = ReflectionSpec(
     domain="format_selection",
     prompt="justify_lossy_compression",
@@ -134,4 +205,43 @@ CONVERT_OVERVIEWS = ReflectionSpec(
     subject="method",
     decision=_convert_overviews,
     when="when overviews are built: overview_resampling, for this kind of data",
+)
+
+
+def _condition(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any]:
+    # Filling every depression and keeping those deeper than a depth are different hydrology: one
+    # justification unlocks only the depth it argued for.
+    depth = args.get("max_depth")
+    return {"method": hydrology_value(args["method"]), "max_depth": "none" if depth is None else hydrology_value(depth)}
+
+
+def _flow_routing(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any]:
+    return {"routing": hydrology_value(args["routing"])}
+
+
+def _stream_threshold(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any]:
+    # Scoped by the exact value and unit: 500 cells and 5000 cells draw different river networks.
+    return {"threshold": hydrology_value(args["threshold"]), "units": str(args["threshold_units"]).lower()}
+
+
+HYDROLOGY_CONDITION = ReflectionSpec(
+    domain="hydrology",
+    prompt="justify_depression_handling",
+    subject="method",
+    decision=_condition,
+    when="always: how depressions are handled (method, and max_depth: which sinks are kept)",
+)
+HYDROLOGY_ROUTING = ReflectionSpec(
+    domain="hydrology",
+    prompt="justify_flow_routing",
+    subject="routing",
+    decision=_flow_routing,
+    when="always: the flow routing model (single- or multiple-flow)",
+)
+HYDROLOGY_STREAM_THRESHOLD = ReflectionSpec(
+    domain="hydrology",
+    prompt="justify_stream_threshold",
+    subject="threshold",
+    decision=_stream_threshold,
+    when="always: the drainage area (threshold, in its units) that makes a cell a channel",
 )

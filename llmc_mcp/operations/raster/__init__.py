@@ -9,12 +9,30 @@ most ~1 M pixels, and reprojection and conversion write block by block, so memor
 with the raster.
 """
 
+from llmc_mcp.operations.raster.align import align
 from llmc_mcp.operations.raster.area import area
 from llmc_mcp.operations.raster.calc import calc
+from llmc_mcp.operations.raster.clip import clip
 from llmc_mcp.operations.raster.convert import convert
 from llmc_mcp.operations.raster.info import info
+from llmc_mcp.operations.raster.merge import merge
+from llmc_mcp.operations.raster.preview import preview
+from llmc_mcp.operations.raster.reclassify import reclassify
 from llmc_mcp.operations.raster.reproject import reproject
 from llmc_mcp.operations.raster.sample import sample
 from llmc_mcp.operations.raster.stats import stats
 
-__all__ = ["area", "calc", "convert", "info", "reproject", "sample", "stats"]
+__all__ = [
+    "align",
+    "area",
+    "calc",
+    "clip",
+    "convert",
+    "info",
+    "merge",
+    "preview",
+    "reclassify",
+    "reproject",
+    "sample",
+    "stats",
+]

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import rasterio
+from affine import Affine
 from pydantic import Field
 from rasterio.crs import CRS as RioCRS
 from rasterio.enums import ColorInterp
@@ -28,7 +29,7 @@ from rasterio.windows import Window
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
+from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
 from llmc_mcp.operations.raster.output import (
     creation_options,
@@ -107,6 +108,7 @@ def reproject(
             "data with nodata (the area outside the footprint): its edges become noise."
         ),
     ] = "DEFLATE",
+    georeferencing: GeoreferencingChoice = None,
 ) -> RasterInfo:
     """Reproject a raster to another CRS and write a tiled GeoTIFF; returns the output's raster.info.
 
@@ -130,7 +132,7 @@ def reproject(
     src == dst, a nodata value the data type cannot hold, a compression the data cannot use
     (JPEG/WEBP need uint8), or an output over 2**32 pixels per band; crs_error for an unknown
     dst_crs; raster_error when the source has no CRS, its extent cannot be expressed in dst_crs
-    (pass bounds), or reading/writing fails.
+    (pass bounds), reading/writing fails, or a sidecar overrides its georeferencing (pass georeferencing).
     """
     return write_output(
         ctx,
@@ -146,11 +148,14 @@ def reproject(
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,
         compress=compress,
+        georeferencing=georeferencing or "refuse",
     )
 
 
 @dataclass(frozen=True)
-class _WarpPlan:
+class WarpPlan:
+    """A warp onto a fixed grid: streamed from a WarpedVRT into the output, window by window."""
+
     dtype: np.dtype
     use_mask: bool
     profile: dict[str, Any]
@@ -161,7 +166,7 @@ class _WarpPlan:
             WarpedVRT(source, **self.vrt_options) as vrt,
             rasterio.open(tmp, "w", **self.profile) as out,
         ):
-            _carry_metadata(source, out)
+            carry_metadata(source, out)
             _copy_warped(vrt, out, source.count, self.dtype, self.use_mask)
 
 
@@ -178,21 +183,53 @@ def _plan_warp(
     src_nodata: float | None,
     dst_nodata: float | None,
     compress: str,
-) -> _WarpPlan:
+) -> WarpPlan:
     """Every check and choice of a reprojection, made on the source header without reading pixels."""
     grid_args = check_grid_args(resolution, width, height, bounds)
-    target = _rio_crs(normalize_crs(dst_crs, "dst_crs"))
-    method = _warp_resampling(resampling)
-    shown = ctx.workspace.relative(Path(source.name))
+    target = rio_crs(normalize_crs(dst_crs, "dst_crs"))
+    require_crs(ctx, source, "src")
+    grid = target_grid(ctx, source, target, dst_crs, *grid_args)
+    return warp_onto(
+        ctx,
+        source,
+        target,
+        grid,
+        resampling=resampling,
+        src_nodata=src_nodata,
+        dst_nodata=dst_nodata,
+        compress=compress,
+    )
+
+
+def require_crs(ctx: OperationContext, source: DatasetReader, argument: str) -> None:
+    """Refuse a raster without a CRS: there is nothing to warp from (or onto)."""
     if source.crs is None:
+        shown = ctx.workspace.relative(Path(source.name))
         raise RasterError(
-            f"src: '{shown}' has no CRS, so there is nothing to reproject from.",
+            f"{argument}: '{shown}' has no CRS, so there is nothing to reproject from.",
             fix="Use a georeferenced raster (raster.info shows crs); GCP-only rasters are not supported.",
         )
+
+
+def warp_onto(
+    ctx: OperationContext,
+    source: DatasetReader,
+    target: RioCRS,
+    grid: tuple[Affine, int, int],
+    *,
+    resampling: str,
+    src_nodata: float | None,
+    dst_nodata: float | None,
+    compress: str,
+) -> WarpPlan:
+    """The warp of ``source`` onto ``grid`` (transform, width, height) in ``target``: data type, the
+    nodata rule of ``raster.reproject``, creation options and the WarpedVRT, from the header alone."""
+    method = warp_resampling(resampling)
+    shown = ctx.workspace.relative(Path(source.name))
     dtype = single_dtype(source, shown)
     nodata = _output_nodata(source, dtype, src_nodata, dst_nodata)
     options = creation_options(ctx, compress, dtype, source.count, None, None, cog=False)
-    transform, out_width, out_height = target_grid(ctx, source, target, dst_crs, *grid_args)
+    transform, out_width, out_height = grid
     use_mask = nodata is None and ColorInterp.alpha not in source.colorinterp
     profile: dict[str, Any] = {
         "driver": "GTiff",
@@ -224,10 +261,11 @@ def _plan_warp(
         vrt_options["src_nodata"] = src_nodata
     if nodata is not None:
         vrt_options["nodata"] = nodata
-    return _WarpPlan(dtype=dtype, use_mask=use_mask, profile=profile, vrt_options=vrt_options)
+    return WarpPlan(dtype=dtype, use_mask=use_mask, profile=profile, vrt_options=vrt_options)
 
 
-def _rio_crs(normalized: str) -> RioCRS:
+def rio_crs(normalized: str) -> RioCRS:
+    """A rasterio CRS from :func:`normalize_crs` text, without letting GDAL read a file name."""
     # Never from_user_input on raw text: GDAL would accept a file name there and read it. EPSG codes
     # go straight in; other authorities (OGC:CRS84, IGNF:LAMB93) go through PROJ's WKT, not GDAL.
     if normalized.startswith("EPSG:") and normalized[5:].isdigit():
@@ -235,7 +273,8 @@ def _rio_crs(normalized: str) -> RioCRS:
     return RioCRS.from_wkt(parse_crs(normalized).to_wkt())
 
 
-def _warp_resampling(name: str) -> RioResampling:
+def warp_resampling(name: str) -> RioResampling:
+    """GDAL's warp method of that name, refused when this GDAL build lacks it."""
     try:
         return RioResampling[name]
     except KeyError:
@@ -249,9 +288,9 @@ def _output_nodata(
     source: DatasetReader, dtype: np.dtype, src_nodata: float | None, dst_nodata: float | None
 ) -> float | None:
     if src_nodata is not None:
-        _check_nodata(src_nodata, dtype, "src_nodata")
+        check_nodata(src_nodata, dtype, "src_nodata")
     if dst_nodata is not None:
-        _check_nodata(dst_nodata, dtype, "dst_nodata")
+        check_nodata(dst_nodata, dtype, "dst_nodata")
         return dst_nodata
     inherited = src_nodata if src_nodata is not None else source.nodata
     if inherited is not None:
@@ -259,7 +298,8 @@ def _output_nodata(
     return math.nan if dtype.kind == "f" else None
 
 
-def _check_nodata(value: float, dtype: np.dtype, argument: str) -> None:
+def check_nodata(value: float, dtype: np.dtype, argument: str) -> None:
+    """Refuse a nodata value ``dtype`` cannot hold exactly (a fraction, out of range, too large)."""
     if dtype.kind == "f":
         if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
             raise InvalidArgument(
@@ -276,7 +316,9 @@ def _check_nodata(value: float, dtype: np.dtype, argument: str) -> None:
             )
 
 
-def _carry_metadata(source: DatasetReader, out: Any) -> None:
+def carry_metadata(source: DatasetReader, out: Any) -> None:
+    """Band descriptions, colour interpretation and table, scales/offsets/units and tags (not stale
+    STATISTICS_*) of ``source``, onto the output being written."""
     out.colorinterp = source.colorinterp
     for i in source.indexes:
         if source.descriptions[i - 1]:
@@ -300,13 +342,13 @@ def _copy_warped(vrt: WarpedVRT, out: Any, count: int, dtype: np.dtype, use_mask
     bands = list(range(1, count + 1))
     # The alpha band has the data type; the mask written from it is one byte per pixel.
     per_pixel = count * dtype.itemsize + (dtype.itemsize + 1 if use_mask else 0)
-    for window in _write_windows(out.width, out.height, per_pixel):
+    for window in write_windows(out.width, out.height, per_pixel):
         out.write(vrt.read(bands, window=window), window=window)
         if use_mask:
             out.write_mask(vrt.read(count + 1, window=window) > 0, window=window)
 
 
-def _write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
+def write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
     """Windows aligned to the 512-pixel output tiles, about WRITE_CHUNK_BYTES each."""
     tiles = max(1, math.isqrt(max(1, WRITE_CHUNK_BYTES // bytes_per_pixel)) // OUTPUT_BLOCK)
     side = tiles * OUTPUT_BLOCK

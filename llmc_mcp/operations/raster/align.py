@@ -1,0 +1,149 @@
+"""``raster.align``: resample and reproject a raster onto exactly the grid of another raster.
+
+The grid (CRS, transform, width, height) is copied from ``like``'s header, never recomputed from
+bounds and a resolution, so the output's cells are ``like``'s bit for bit and ``raster.calc`` takes
+the two as one grid. Everything else is ``raster.reproject``'s warp (:func:`.reproject.warp_onto`):
+the nodata rule, the metadata carried over, the WarpedVRT streamed window by window and the atomic
+write of :mod:`.output`. The gate asks what ``raster.reproject`` asks: the resampling method for this
+kind of data, and the target CRS when ``like``'s is not ``src``'s (DD-MCP-043).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field
+from rasterio.io import DatasetReader
+
+from llmc_mcp.crs_text import normalize_crs
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import Facts, OperationContext, operation
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
+from llmc_mcp.operations.raster.output import preflight_output, write_output
+from llmc_mcp.operations.raster.reproject import WarpPlan, require_crs, warp_onto
+from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING
+
+
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
+    """Refuse an alignment that cannot run before the gate asks; the data kind and any change of CRS."""
+    _check_like_dst(ctx, args["like"], args["dst"])
+    facts = preflight_output(ctx, args, _plan_align)
+    with (
+        gdal_env(ctx),
+        open_for_read(ctx, args["src"], "src") as source,
+        open_for_read(ctx, args["like"], "like") as like,
+    ):
+        if source.crs != like.crs:
+            # The CRS the output lands in, normalized as dst_crs is: a justification of that target
+            # CRS given to raster.reproject is the same decision, and unlocks this one.
+            facts["crs"] = normalize_crs(like.crs.to_wkt(), "like")
+    return facts
+
+
+@operation(
+    "raster",
+    read_only=False,
+    reflection=(ALIGN_CRS, REPROJECT_RESAMPLING, CONVERT_LOSSY),
+    inputs=("src", "like"),
+    outputs=("dst",),
+    preflight=_preflight,
+)
+def align(
+    ctx: OperationContext,
+    src: Annotated[str, Field(description="Workspace-relative raster to resample (must have a CRS).")],
+    like: Annotated[
+        str,
+        Field(description="Workspace-relative raster whose grid (CRS, transform, size) the output takes."),
+    ],
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+    ],
+    resampling: Annotated[
+        Resampling,
+        Field(
+            description="How output pixels are computed: 'nearest' or 'mode' for categories; "
+            "'bilinear'/'cubic'/'average' for continuous values; 'sum' to conserve totals."
+        ),
+    ] = "nearest",
+    src_nodata: Annotated[
+        float | None, Field(description="Treat this source value as nodata (overrides the file's nodata).")
+    ] = None,
+    dst_nodata: Annotated[
+        float | None,
+        Field(description="Output nodata; default as raster.reproject: the source's, else NaN for floats."),
+    ] = None,
+    compress: Annotated[
+        Compression,
+        Field(description="Output compression; JPEG/WEBP/LERC* are lossy and need a justification."),
+    ] = "DEFLATE",
+) -> RasterInfo:
+    """Resample and reproject ``src`` onto exactly the grid of ``like``; returns the output's raster.info.
+
+    The output's CRS, transform, width and height are ``like``'s, copied from its header, so it lines
+    up cell for cell with ``like`` (raster.calc accepts both). Only ``like``'s grid is used, never its
+    pixels. Cells of ``like``'s grid outside ``src``'s footprint are nodata; the nodata rule, the band
+    metadata carried over and the tiled, compressed, atomic output are raster.reproject's. The gate
+    asks for the resampling method for this kind of data, and for ``like``'s CRS when it is not
+    ``src``'s (the same decision as raster.reproject into that CRS).
+
+    Errors: invalid_argument when dst is src or like, or for a nodata value the data type cannot
+    hold; raster_error when src or like has no CRS, or reading/writing fails.
+    """
+    _check_like_dst(ctx, like, dst)
+    return write_output(
+        ctx,
+        src,
+        dst,
+        _plan_align,
+        like=like,
+        resampling=resampling,
+        src_nodata=src_nodata,
+        dst_nodata=dst_nodata,
+        compress=compress,
+    )
+
+
+def _plan_align(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    like: str,
+    resampling: str,
+    src_nodata: float | None,
+    dst_nodata: float | None,
+    compress: str,
+) -> WarpPlan:
+    """The warp onto ``like``'s grid, planned on both headers without reading pixels."""
+    require_crs(ctx, source, "src")
+    with open_for_read(ctx, like, "like") as reference:
+        if reference.crs is None:
+            raise RasterError(
+                f"like: '{like}' has no CRS, so its grid is not a place on Earth to align onto.",
+                fix="Use a georeferenced raster as like (raster.info shows crs).",
+            )
+        grid = (reference.transform, reference.width, reference.height)
+        target = reference.crs
+    return warp_onto(
+        ctx,
+        source,
+        target,
+        grid,
+        resampling=resampling,
+        src_nodata=src_nodata,
+        dst_nodata=dst_nodata,
+        compress=compress,
+    )
+
+
+def _check_like_dst(ctx: OperationContext, like: str, dst: str) -> None:
+    """Writing onto ``like`` would replace the grid the output is being aligned to."""
+    like_path = ctx.workspace.input_path(like, argument="like")
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if like_path == dst_path or (dst_path.exists() and os.path.samefile(like_path, dst_path)):
+        raise InvalidArgument(
+            f"dst is the same file as like ('{like}'); writing would replace the grid being aligned to.",
+            fix="Write to a new name, e.g. 'out/aligned.tif'.",
+        )

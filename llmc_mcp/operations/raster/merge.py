@@ -1,0 +1,611 @@
+"""``raster.merge``: a mosaic of rasters on one CRS, combined cell by cell, window by window.
+
+The output grid is the sources' union (or ``bounds``) at the first source's cell size (or
+``resolution``), anchored on the first source's cell lattice, so sources on one lattice land on
+whole cells. A source on that lattice is copied cell for cell; one off it (another cell size, a
+fractional offset) is warped onto it through a WarpedVRT with ``resampling``, a decision gated as
+raster.reproject's. Sources on different CRSs are refused: reprojecting inside a mosaic would hide a
+CRS choice and a resampling choice per source, which raster.align and raster.reproject make in the
+open (DD-MCP-044).
+
+Each output window reads, from every source whose footprint meets it, the matching window and folds
+it into running accumulators (the value so far and which source gave it, or a sum, and a count of
+valid sources), so memory is a few arrays of one window whatever the size and number of sources.
+How overlapping cells combine is the ``aggregation`` decision, asked only when two footprints share
+a cell of the output grid (DD-MCP-045).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import rasterio
+from affine import Affine
+from pydantic import Field
+from rasterio.enums import ColorInterp
+from rasterio.io import DatasetReader
+from rasterio.vrt import WarpedVRT
+from rasterio.windows import Window
+
+from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations.catalog import Facts, OperationContext, operation
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.models import MergeMethod, MergeResult, MergeSource, Resampling
+from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, check_grid_args
+from llmc_mcp.operations.raster.output import (
+    GEOTIFF_SUFFIXES,
+    _describe_output,
+    _write_atomically,
+    creation_options,
+    data_kind,
+    single_dtype,
+)
+from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.reproject import (
+    OUTPUT_BLOCK,
+    WARP_MEM_MB,
+    carry_metadata,
+    check_nodata,
+    require_crs,
+    warp_resampling,
+    write_windows,
+)
+from llmc_mcp.reflection.specs import MERGE_AGGREGATION, MERGE_RESAMPLING
+
+MAX_SOURCES = 256
+"""Every source stays open while the mosaic is written; the count of valid sources is a uint16."""
+LATTICE_TOLERANCE = 1e-6
+"""A source is on the mosaic's lattice when its cell size and its offset, in cells, are within this
+of the mosaic's and of a whole number: float noise in a transform is not a fractional shift."""
+
+_COMBINE = {
+    "first": "where sources overlap, the first in the list that has a value gives it",
+    "last": "where sources overlap, the last in the list that has a value gives it",
+    "min": "where sources overlap, the smallest value",
+    "max": "where sources overlap, the largest value",
+    "mean": "the mean of the sources that have a value (nodata takes no part)",
+    "sum": "the sum of the sources that have a value; a cell where none has one is nodata",
+    "count": "how many sources have a value (0: none)",
+}
+_PICKING = frozenset({"first", "last", "min", "max"})
+
+
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
+    """Refuse a mosaic that cannot run before the gate asks; its data kind, overlap and resampling."""
+    paths, _ = _check_paths(ctx, args["sources"], args["dst"])
+    with gdal_env(ctx), _opened(ctx, args["sources"], paths) as datasets:
+        return _plan(
+            ctx,
+            datasets,
+            method=args["method"],
+            resampling=args["resampling"],
+            bounds=args["bounds"],
+            resolution=args["resolution"],
+            nodata=args["nodata"],
+        ).facts
+
+
+@operation(
+    "raster",
+    read_only=False,
+    reflection=(MERGE_AGGREGATION, MERGE_RESAMPLING),
+    outputs=("dst",),
+    preflight=_preflight,
+)
+def merge(
+    ctx: OperationContext,
+    sources: Annotated[
+        list[str], Field(description="Workspace-relative rasters on one CRS, in order (first/last use it).")
+    ],
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+    ],
+    method: Annotated[
+        MergeMethod,
+        Field(
+            description="How a cell several sources cover is combined: first/last (by list order), min, "
+            "max, mean, sum, or count (how many sources have a value). Nodata never takes part."
+        ),
+    ] = "first",
+    resampling: Annotated[
+        Resampling,
+        Field(description="For sources off the mosaic's cell lattice only: how they are warped onto it."),
+    ] = "nearest",
+    bounds: Annotated[
+        tuple[float, float, float, float] | None,
+        Field(
+            description="Output extent (left, bottom, right, top) in the sources' CRS; default: their union."
+        ),
+    ] = None,
+    resolution: Annotated[
+        float | tuple[float, float] | None,
+        Field(description="Output cell size (x, y) in CRS units; default: the first source's."),
+    ] = None,
+    nodata: Annotated[
+        float | None,
+        Field(description="Output nodata; default: the sources' common one, else NaN for float output."),
+    ] = None,
+) -> MergeResult:
+    """Mosaic rasters of one CRS onto one grid, combining overlapping cells with ``method``.
+
+    The grid is the union of the sources (or ``bounds``) at the first source's cell size (or
+    ``resolution``), on the first source's cell lattice: sources on it are copied cell for cell,
+    others are warped onto it with ``resampling``. All sources need the same CRS (else
+    raster.align or raster.reproject them first) and band count. Output type: the sources' common
+    type for first/last/min/max, float64 for mean/sum, uint16 for count. Nodata: ``nodata``, else the
+    value every source declares, else NaN for float output (always for mean/sum), else an internal
+    mask; count has none (0 is "no source"). The result reports each source's footprint, valid and
+    used cells, and how many cells overlapped. The gate asks how overlaps combine only when two
+    footprints share a cell, and the resampling only when a source is off the lattice.
+
+    Errors: invalid_argument for no or duplicate sources, different CRSs, band counts, scales or
+    offsets, rotated grids, dst equal to a source, an output over 2**32 cells, a nodata the type
+    cannot hold or that a computed cell equals; raster_error for a source without CRS or unreadable.
+    """
+    paths, dst_path = _check_paths(ctx, sources, dst)
+    with gdal_env(ctx), _opened(ctx, sources, paths) as datasets:
+        plan = _plan(
+            ctx, datasets, method=method, resampling=resampling, bounds=bounds, resolution=resolution,
+            nodata=nodata,
+        )  # fmt: skip
+        _write_atomically(ctx, plan, datasets[0], paths[0], dst_path)
+    return MergeResult(
+        output=_describe_output(ctx, dst, dst_path),
+        method=method,
+        sources=[
+            MergeSource(
+                path=p.shown,
+                resampled=p.vrt_options is not None,
+                footprint_cells=0 if p.window is None else p.window.width * p.window.height,
+                valid_cells=plan.valid[i],
+                used_cells=plan.used[i],
+            )
+            for i, p in enumerate(plan.placements)
+        ],
+        overlap_cells=plan.overlap,
+        nodata=plan.nodata,
+        note=plan.note,
+    )
+
+
+def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tuple[list[Path], Path]:
+    if not sources:
+        raise InvalidArgument("sources is empty.", fix="Name the rasters to mosaic: ['a.tif', 'b.tif'].")
+    if len(sources) > MAX_SOURCES:
+        raise InvalidArgument(
+            f"sources names {len(sources)} rasters; at most {MAX_SOURCES}.",
+            fix="Mosaic them in groups, then mosaic the groups.",
+        )
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
+        raise InvalidArgument(
+            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
+            fix="Name the output with a .tif extension.",
+        )
+    paths: list[Path] = []
+    for name in sources:
+        path = ctx.workspace.input_path(name, argument="sources")
+        if path == dst_path or (dst_path.exists() and os.path.samefile(path, dst_path)):
+            raise InvalidArgument(
+                f"dst is the same file as the source '{name}'; writing would destroy it.",
+                fix="Write to a new name, e.g. 'out/mosaic.tif'.",
+            )
+        if path in paths:
+            raise InvalidArgument(
+                f"sources lists '{name}' twice: mean, sum and count would count it twice.",
+                fix="List each raster once.",
+            )
+        paths.append(path)
+    return paths, dst_path
+
+
+@contextlib.contextmanager
+def _opened(
+    ctx: OperationContext, names: Sequence[str], paths: Sequence[Path]
+) -> Iterator[list[DatasetReader]]:
+    with contextlib.ExitStack() as stack:
+        yield [
+            stack.enter_context(open_for_read(ctx, name, "sources", resolved=path))
+            for name, path in zip(names, paths, strict=True)
+        ]
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where one source lands on the output grid, and how it is read there."""
+
+    dataset: DatasetReader
+    shown: str
+    window: Window | None
+    """Its footprint on the output grid, clipped to it; None when it falls outside."""
+    origin: tuple[int, int]
+    """The output (column, row) of pixel (0, 0) of what is read: the source, or its WarpedVRT."""
+    vrt_options: dict[str, Any] | None
+    """The warp onto the lattice, for a source off it; None: read cell for cell."""
+
+
+def _plan(
+    ctx: OperationContext,
+    datasets: Sequence[DatasetReader],
+    *,
+    method: str,
+    resampling: str,
+    bounds: tuple[float, float, float, float] | None,
+    resolution: float | tuple[float, float] | None,
+    nodata: float | None,
+) -> _MergePlan:
+    """Every check and choice of the mosaic, made on the source headers without reading pixels."""
+    res, _, _, bounds = check_grid_args(resolution, None, None, bounds)
+    shown = [ctx.workspace.relative(Path(ds.name)) for ds in datasets]
+    _check_sources(ctx, datasets, shown, method)
+    first = datasets[0]
+    res = res or (abs(first.transform.a), abs(first.transform.e))
+    transform, width, height = _grid(datasets, bounds, res)
+    placements = [
+        _place(ctx, ds, name, transform, width, height, resampling)
+        for ds, name in zip(datasets, shown, strict=True)
+    ]
+    dtype = _output_dtype(datasets, method)
+    out_nodata, nodata_note = _output_nodata(datasets, dtype, method, nodata)
+    use_mask = out_nodata is None and method != "count"
+    profile: dict[str, Any] = {
+        "driver": "GTiff",
+        "width": width,
+        "height": height,
+        "count": first.count,
+        "dtype": dtype.name,
+        "crs": first.crs,
+        "transform": transform,
+        "nodata": out_nodata,
+        "tiled": True,
+        "blockxsize": OUTPUT_BLOCK,
+        "blockysize": OUTPUT_BLOCK,
+        **creation_options(ctx, "DEFLATE", dtype, first.count, None, None, cog=False),
+    }
+    resampled = [p.shown for p in placements if p.vrt_options is not None]
+    facts: Facts = {
+        "data": _data_kind(datasets),
+        "overlap": "some" if _footprints_overlap(placements) else "none",
+        "resampled": "some" if resampled else "none",
+    }
+    warped = f" Warped onto the lattice with {resampling}: {', '.join(resampled)}." if resampled else ""
+    note = f"{method}: {_COMBINE[method]}. Output {dtype.name}; {nodata_note}{warped}"
+    return _MergePlan(ctx, method, placements, profile, dtype, out_nodata, use_mask, facts, note)
+
+
+def _check_sources(
+    ctx: OperationContext, datasets: Sequence[DatasetReader], shown: Sequence[str], method: str
+) -> None:
+    first = datasets[0]
+    for ds, name in zip(datasets, shown, strict=True):
+        require_crs(ctx, ds, "sources")
+        if ds.crs != first.crs:
+            raise InvalidArgument(
+                f"sources '{name}' and '{shown[0]}' are on different CRSs; a mosaic does not reproject, "
+                "because that hides a choice of CRS and of resampling for each source.",
+                fix=f"raster.align '{name}' onto '{shown[0]}' (or raster.reproject every source to one CRS) "
+                "first, then merge the results.",
+            )
+        if ds.count != first.count:
+            raise InvalidArgument(
+                f"sources '{name}' has {ds.count} band(s) and '{shown[0]}' {first.count}; bands combine "
+                "by number.",
+                fix="Mosaic rasters with the same bands (raster.convert can select bands).",
+            )
+        if ds.transform.b != 0 or ds.transform.d != 0:
+            raise InvalidArgument(
+                f"sources '{name}' has a rotated grid; the mosaic's cells are north-up.",
+                fix=f"raster.reproject '{name}' to its own CRS first (that writes a north-up grid).",
+            )
+        if single_dtype(ds, name).kind == "c":
+            raise InvalidArgument(f"sources '{name}' is complex-valued.", fix="Mosaic real-valued rasters.")
+    if method == "count":
+        return
+    for ds, name in zip(datasets, shown, strict=True):
+        if tuple(ds.scales) != tuple(first.scales) or tuple(ds.offsets) != tuple(first.offsets):
+            raise InvalidArgument(
+                f"sources '{name}' and '{shown[0]}' declare different scales/offsets, so one stored value "
+                "is not the same quantity in both.",
+                fix="raster.calc each source to physical values first (physical=True), then merge those.",
+            )
+    if method == "sum" and any(offset != 0 for offset in first.offsets):
+        raise InvalidArgument(
+            "method='sum' on values with a declared offset: the sum of raw values would carry the offset "
+            "once where the physical sum carries it once per source.",
+            fix="raster.calc the sources to physical values first, then sum those.",
+        )
+    if method in ("min", "max") and any(scale < 0 for scale in first.scales):
+        raise InvalidArgument(
+            f"method='{method}' on values with a negative scale: the smallest stored value is the largest "
+            "physical one.",
+            fix="raster.calc the sources to physical values first, then merge those.",
+        )
+
+
+def _envelope(ds: DatasetReader) -> tuple[float, float, float, float]:
+    """(left, bottom, right, top) of a north-up or south-up grid."""
+    t = ds.transform
+    xs = (t.c, t.c + t.a * ds.width)
+    ys = (t.f, t.f + t.e * ds.height)
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _grid(
+    datasets: Sequence[DatasetReader],
+    bounds: tuple[float, float, float, float] | None,
+    res: tuple[float, float],
+) -> tuple[Affine, int, int]:
+    if bounds is not None:
+        # As gdalwarp -te -tr: the top-left corner is kept and the size rounded to whole cells.
+        left, bottom, right, top = bounds
+        width = max(1, round((right - left) / res[0]))
+        height = max(1, round((top - bottom) / res[1]))
+    else:
+        envelopes = [_envelope(ds) for ds in datasets]
+        anchor = datasets[0].transform
+        # The union, widened to whole cells of the first source's lattice.
+        left = (
+            anchor.c
+            + math.floor((min(e[0] for e in envelopes) - anchor.c) / res[0] + LATTICE_TOLERANCE) * res[0]
+        )
+        top = (
+            anchor.f
+            - math.floor((anchor.f - max(e[3] for e in envelopes)) / res[1] + LATTICE_TOLERANCE) * res[1]
+        )
+        width = max(1, math.ceil((max(e[2] for e in envelopes) - left) / res[0] - LATTICE_TOLERANCE))
+        height = max(1, math.ceil((top - min(e[1] for e in envelopes)) / res[1] - LATTICE_TOLERANCE))
+    if width * height > MAX_OUTPUT_PIXELS:
+        raise InvalidArgument(
+            f"the mosaic would be {width}x{height} cells per band (over {MAX_OUTPUT_PIXELS}).",
+            fix="Check bounds and resolution: they are in the sources' CRS units.",
+        )
+    return Affine(res[0], 0.0, left, 0.0, -res[1], top), width, height
+
+
+def _place(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    shown: str,
+    transform: Affine,
+    width: int,
+    height: int,
+    resampling: str,
+) -> _Placement:
+    t = ds.transform
+    col = (t.c - transform.c) / transform.a
+    row = (t.f - transform.f) / transform.e
+    on_lattice = (
+        t.e < 0
+        and abs(t.a - transform.a) <= LATTICE_TOLERANCE * transform.a / max(ds.width, 1)
+        and abs(t.e - transform.e) <= LATTICE_TOLERANCE * -transform.e / max(ds.height, 1)
+        and abs(col - round(col)) <= LATTICE_TOLERANCE
+        and abs(row - round(row)) <= LATTICE_TOLERANCE
+    )
+    if on_lattice:
+        origin = (round(col), round(row))
+        window = _clip(origin[0], origin[1], origin[0] + ds.width, origin[1] + ds.height, width, height)
+        return _Placement(ds, shown, window, origin, None)
+    left, bottom, right, top = _envelope(ds)
+    window = _clip(
+        math.floor((left - transform.c) / transform.a + LATTICE_TOLERANCE),
+        math.floor((transform.f - top) / -transform.e + LATTICE_TOLERANCE),
+        math.ceil((right - transform.c) / transform.a - LATTICE_TOLERANCE),
+        math.ceil((transform.f - bottom) / -transform.e - LATTICE_TOLERANCE),
+        width,
+        height,
+    )
+    if window is None:
+        return _Placement(ds, shown, None, (0, 0), None)
+    vrt_options: dict[str, Any] = {
+        "crs": ds.crs,
+        "transform": transform * Affine.translation(window.col_off, window.row_off),
+        "width": window.width,
+        "height": window.height,
+        "resampling": warp_resampling(resampling),
+        # Without a nodata value, the alpha band is what tells the warp's edges from data.
+        "add_alpha": ds.nodata is None and ColorInterp.alpha not in ds.colorinterp,
+        "init_dest_nodata": True,
+        "warp_mem_limit": WARP_MEM_MB,
+        "NUM_THREADS": str(ctx.num_threads),
+    }
+    return _Placement(ds, shown, window, (window.col_off, window.row_off), vrt_options)
+
+
+def _clip(col0: int, row0: int, col1: int, row1: int, width: int, height: int) -> Window | None:
+    col0, row0, col1, row1 = max(col0, 0), max(row0, 0), min(col1, width), min(row1, height)
+    if col0 >= col1 or row0 >= row1:
+        return None
+    return Window(col0, row0, col1 - col0, row1 - row0)
+
+
+def _intersection(a: Window | None, b: Window | None) -> Window | None:
+    if a is None or b is None:
+        return None
+    col0, row0 = max(a.col_off, b.col_off), max(a.row_off, b.row_off)
+    col1 = min(a.col_off + a.width, b.col_off + b.width)
+    row1 = min(a.row_off + a.height, b.row_off + b.height)
+    if col0 >= col1 or row0 >= row1:
+        return None
+    return Window(col0, row0, col1 - col0, row1 - row0)
+
+
+def _footprints_overlap(placements: Sequence[_Placement]) -> bool:
+    windows = [p.window for p in placements if p.window is not None]
+    return any(_intersection(a, b) is not None for i, a in enumerate(windows) for b in windows[i + 1 :])
+
+
+def _data_kind(datasets: Sequence[DatasetReader]) -> str:
+    """Of the mosaic: categorical if any source is, continuous only if every source is, else integer,
+    so a justification given for one kind never unlocks a mix that includes another."""
+    kinds = {data_kind(ds) for ds in datasets}
+    if "categorical" in kinds:
+        return "categorical"
+    return "continuous" if kinds == {"continuous"} else "integer"
+
+
+def _output_dtype(datasets: Sequence[DatasetReader], method: str) -> np.dtype:
+    if method == "count":
+        return np.dtype("uint16")
+    if method in ("mean", "sum"):
+        return np.dtype("float64")
+    return np.result_type(*(np.dtype(ds.dtypes[0]) for ds in datasets))
+
+
+def _output_nodata(
+    datasets: Sequence[DatasetReader], dtype: np.dtype, method: str, nodata: float | None
+) -> tuple[float | None, str]:
+    """The output nodata value and a sentence saying where it came from."""
+    if method == "count":
+        if nodata is not None:
+            raise InvalidArgument(
+                "method='count' has no nodata: every cell holds a count, 0 where no source has a value.",
+                fix="Drop nodata.",
+            )
+        return None, "no nodata (0: no source has a value)."
+    if nodata is not None:
+        check_nodata(nodata, dtype, "nodata")
+        return nodata, f"nodata {nodata:g} as given."
+    if method in ("mean", "sum"):
+        return math.nan, "nodata NaN where no source has a value."
+    declared = {"nan" if v is not None and math.isnan(v) else v for v in (ds.nodata for ds in datasets)}
+    if len(declared) == 1 and None not in declared:
+        value = datasets[0].nodata
+        assert value is not None
+        return value, f"nodata {value:g}, the value every source declares."
+    if dtype.kind == "f":
+        return math.nan, "nodata NaN (the sources do not declare one common value)."
+    if declared == {None}:
+        return None, "no nodata value: an internal mask marks the cells no source covers."
+    raise InvalidArgument(
+        f"the sources declare different nodata values ({', '.join(sorted(str(v) for v in declared))}) "
+        f"and the output is {dtype.name}: inheriting one could turn another source's valid value into "
+        "nodata.",
+        fix="Pass nodata: a value no source uses as data.",
+    )
+
+
+@dataclass
+class _MergePlan:
+    """The write: each output window folded from the sources that meet it; counts what each gave."""
+
+    ctx: OperationContext
+    method: str
+    placements: list[_Placement]
+    profile: dict[str, Any]
+    dtype: np.dtype
+    nodata: float | None
+    use_mask: bool
+    facts: Facts
+    note: str
+    valid: list[int] = field(default_factory=list)
+    used: list[int] = field(default_factory=list)
+    overlap: int = 0
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        self.valid = [0] * len(self.placements)
+        self.used = [0] * len(self.placements)
+        self.overlap = 0
+        bands = self.profile["count"]
+        widest = max(np.dtype(p.dataset.dtypes[0]).itemsize for p in self.placements)
+        # Accumulator (<= 8 bytes), count and owner (2 + 2), a source's window and its mask, temporaries.
+        per_pixel = bands * (8 + 2 + 2 + widest + 1 + 8)
+        with contextlib.ExitStack() as stack:
+            readers = [
+                stack.enter_context(WarpedVRT(p.dataset, **p.vrt_options))
+                if p.vrt_options is not None
+                else p.dataset
+                for p in self.placements
+            ]
+            out = stack.enter_context(rasterio.open(tmp, "w", **self.profile))
+            self._carry(out)
+            for window in write_windows(out.width, out.height, per_pixel):
+                data, valid = self._combine(readers, window, bands)
+                out.write(data, window=window)
+                if self.use_mask:
+                    out.write_mask(valid.any(axis=0), window=window)
+
+    def _combine(self, readers: Sequence[Any], window: Window, bands: int) -> tuple[np.ndarray, np.ndarray]:
+        shape = (bands, window.height, window.width)
+        count = np.zeros(shape, np.uint16)
+        picking = self.method in _PICKING
+        values = np.zeros(shape, self.dtype if picking else np.float64)
+        owner = np.full(shape, -1, np.int16) if picking else None
+        indexes = list(range(1, bands + 1))
+        for i, (placement, reader) in enumerate(zip(self.placements, readers, strict=True)):
+            part = _intersection(window, placement.window)
+            if part is None:
+                continue
+            where = Window(
+                part.col_off - placement.origin[0],
+                part.row_off - placement.origin[1],
+                part.width,
+                part.height,
+            )
+            raw, ok = read_valid(self.ctx, reader, indexes, where)
+            rows = slice(part.row_off - window.row_off, part.row_off - window.row_off + part.height)
+            cols = slice(part.col_off - window.col_off, part.col_off - window.col_off + part.width)
+            here = (slice(None), rows, cols)
+            if owner is not None:
+                take = ok & self._wins(raw, values[here], count[here] > 0)
+                values[here] = np.where(take, raw, values[here])
+                owner[here][take] = i
+            elif self.method != "count":
+                values[here] += np.where(ok, raw, 0).astype(np.float64)
+            count[here] += ok
+            self.valid[i] += int(ok.sum())
+        have = count > 0
+        self.overlap += int((count >= 2).sum())
+        if owner is not None:
+            self.used = [
+                u + int(n)
+                for u, n in zip(self.used, np.bincount(owner[have], minlength=len(self.used)), strict=True)
+            ]
+        else:
+            self.used = list(self.valid)
+        if self.method == "count":
+            return count, np.ones(shape, bool)
+        if self.method == "mean":
+            values = np.divide(values, count, out=np.zeros(shape), where=have)
+        if self.nodata is not None and not math.isnan(self.nodata):
+            collide = have & (values == self.nodata)
+            if collide.any():
+                raise InvalidArgument(
+                    f"{int(collide.sum())} cell value(s) of the mosaic equal {self.nodata:g}, the output's "
+                    "nodata value: they would read as nodata.",
+                    fix="Pass a nodata value no source uses as data.",
+                )
+        fill = self.nodata if self.nodata is not None else 0
+        return np.where(have, values, fill).astype(self.dtype), have
+
+    def _wins(self, raw: np.ndarray, so_far: np.ndarray, seen: np.ndarray) -> np.ndarray:
+        if self.method == "first":
+            return ~seen
+        if self.method == "last":
+            return np.ones_like(seen)
+        if self.method == "min":
+            return ~seen | (raw < so_far)
+        return ~seen | (raw > so_far)
+
+    def _carry(self, out: Any) -> None:
+        first = self.placements[0].dataset
+        out.update_tags(LLMC_MERGE_METHOD=self.method)
+        if self.method in _PICKING and self.dtype == np.dtype(first.dtypes[0]):
+            carry_metadata(first, out)
+            return
+        for i in first.indexes:
+            if first.descriptions[i - 1]:
+                out.set_band_description(i, first.descriptions[i - 1])
+        if self.method == "count":
+            return
+        if any(s != 1 for s in first.scales) or any(o != 0 for o in first.offsets):
+            out.scales = first.scales
+            out.offsets = first.offsets
+        if any(first.units):
+            out.units = [u or "" for u in first.units]
