@@ -185,7 +185,7 @@ def _walk(
 def _summary(ctx: OperationContext, name: str) -> tuple[RasterSummary | None, str | None]:
     """The raster's one-line summary from its header, or why it is refused; never raises."""
     try:
-        with open_for_read(ctx, name, "path") as ds:
+        with open_for_read(ctx, name, "path", georeferencing="unchecked") as ds:
             return (
                 RasterSummary(
                     driver=ds.driver,

@@ -25,17 +25,23 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyproj.network
 import rasterio
+from affine import Affine
 from rasterio._err import CPLE_BaseError
+from rasterio.crs import CRS
 from rasterio.env import set_gdal_config
-from rasterio.errors import RasterioError, RasterioIOError
+from rasterio.errors import NotGeoreferencedWarning, RasterioError, RasterioIOError
 from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import NotFound, PathRefused, RasterError
+from llmc_mcp.operations.models import GeoreferencingSource
+from llmc_mcp.provenance.capture import note_input
 
 if TYPE_CHECKING:
     from llmc_mcp.operations.catalog import OperationContext
@@ -175,19 +181,49 @@ def _libgdal() -> ctypes.CDLL:
 
 
 def open_for_read(
-    ctx: OperationContext, name: str, argument: str = "path", *, resolved: Path | None = None
+    ctx: OperationContext,
+    name: str,
+    argument: str = "path",
+    *,
+    resolved: Path | None = None,
+    georeferencing: GeoreferencingPolicy = "refuse",
 ) -> DatasetReader:
     """Open a workspace raster for reading with the allowed drivers only; errors name the relative file.
 
     Call inside :func:`gdal_env` (the drivers are registered there) and close the dataset (``with``).
     ``resolved`` is the path :meth:`Workspace.input_path` already returned for ``name``, so a caller
     that checked it does not pay for the policy's checks (a directory listing) again.
+    ``georeferencing`` says what to do when a sidecar overrides the file's own georeferencing
+    (:data:`GeoreferencingPolicy`); the default refuses, so an operation that has not thought about it
+    cannot follow either side silently.
     """
     path = resolved or ctx.workspace.input_path(name, argument=argument)
     shown = ctx.workspace.relative(path)
+    dataset = _open(ctx, path, shown, argument, {})
+    if georeferencing == "unchecked":
+        return dataset
+    try:
+        found = georeferencing_of(dataset, path)
+        if not found.overridden or georeferencing == "sidecar":
+            return dataset
+        if georeferencing == "refuse":
+            raise _conflict(ctx, found, shown, argument)
+    except BaseException:
+        dataset.close()
+        raise
+    driver = dataset.driver
+    dataset.close()
+    return _open_own(ctx, path, shown, argument, found, driver)
+
+
+def _open(
+    ctx: OperationContext, path: Path, shown: str, argument: str, config: dict[str, str]
+) -> DatasetReader:
     try:
         # rasterio.open() refuses a driver list; DatasetReader passes it to GDALOpenEx as allowed drivers.
-        dataset = DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False)
+        # The georeferencing is read during the open, so ``config`` holds for this dataset's lifetime.
+        with rasterio.Env(**config):
+            dataset = DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False)
     except RasterioIOError as exc:
         text = translate_gdal_error(exc, ctx, path)
         if "No such file" in text:
@@ -211,6 +247,178 @@ def open_for_read(
     except BaseException:
         dataset.close()
         raise
+    note_input(shown, path, dataset.crs.to_wkt() if dataset.crs else None)
+    return dataset
+
+
+GeoreferencingPolicy = Literal["refuse", "file", "sidecar", "unchecked"]
+"""What :func:`open_for_read` does when a sidecar overrides the file's own georeferencing: ``refuse``
+(naming both), follow the ``file`` (GDAL told to ignore the sidecar for this open) or the
+``sidecar`` (what GDAL does by default); ``unchecked`` for results that do not depend on
+georeferencing (statistics, listings, the header itself)."""
+
+_GEOREF_SOURCES_DRIVERS = frozenset({"GTiff", "JP2OpenJPEG"})
+"""Drivers that honour ``GDAL_GEOREF_SOURCES``: with ``INTERNAL`` they ignore PAM and world files for
+georeferencing only and keep the rest of the .aux.xml (nodata, scale, statistics)."""
+
+_NO_INTERNAL_GEOREFERENCING = frozenset({"PNG", "JPEG", "GIF", "BMP"})
+"""Formats that cannot hold georeferencing themselves: a sidecar is their only source."""
+
+
+@dataclass(frozen=True)
+class Georeferencing:
+    """Where a dataset's georeferencing (as GDAL opened it by default) comes from."""
+
+    source: GeoreferencingSource
+    sidecar: Path | None
+    """The file the georeferencing comes from when ``source`` is a sidecar."""
+    transform: Affine
+    crs: CRS | None
+    """What GDAL follows by default (the sidecar, when there is one that overrides)."""
+    file_transform: Affine | None
+    file_crs: CRS | None
+    """The file's own georeferencing; None when the format or the file holds none."""
+    overridden: bool
+    """A sidecar gives other georeferencing than the file's own, and GDAL follows the sidecar."""
+
+
+def georeferencing_of(dataset: DatasetReader, path: Path) -> Georeferencing:
+    """Where ``dataset``'s georeferencing comes from, with the file's own beside it.
+
+    GDAL takes a GeoTIFF's geotransform and CRS from its .aux.xml (PAM) before the file's own tags,
+    and from a .tab or world file when the file has none (``GDAL_GEOREF_SOURCES`` defaults to
+    PAM,INTERNAL,TABFILE,WORLDFILE). The file is opened again only when GDAL lists such a sidecar.
+    """
+    transform, crs = dataset.transform, dataset.crs
+    sidecars = _georeferencing_sidecars(dataset, path)
+    if not sidecars:
+        source: GeoreferencingSource = "file" if _located(transform, crs) else "none"
+        own = (transform, crs) if source == "file" else (None, None)
+        return Georeferencing(source, None, transform, crs, *own, overridden=False)
+    if dataset.driver in _NO_INTERNAL_GEOREFERENCING:
+        own = (None, None)
+    else:
+        own = _georeferencing_with(path, {"GDAL_GEOREF_SOURCES": "INTERNAL", "GDAL_PAM_ENABLED": "NO"})
+    if own[0] is not None:
+        same = _same_georeferencing(own[0], own[1], transform, crs)
+        if same:
+            return Georeferencing("file", None, transform, crs, *own, overridden=False)
+        # Only PAM comes before the file's own tags in GDAL's order, so a disagreement is the .aux.xml.
+        kind = "aux.xml" if "aux.xml" in sidecars else next(iter(sidecars))
+        return Georeferencing(kind, sidecars[kind], transform, crs, *own, overridden=True)
+    if not _located(transform, crs):
+        return Georeferencing("none", None, transform, crs, None, None, overridden=False)
+    without_pam = _georeferencing_with(path, {"GDAL_PAM_ENABLED": "NO"})
+    kinds = [k for k in ("tab file", "world file") if k in sidecars] if without_pam[0] is not None else []
+    kind = kinds[0] if kinds else "aux.xml" if "aux.xml" in sidecars else next(iter(sidecars))
+    return Georeferencing(kind, sidecars[kind], transform, crs, None, None, overridden=False)
+
+
+def _georeferencing_sidecars(dataset: DatasetReader, path: Path) -> dict[GeoreferencingSource, Path]:
+    """The files GDAL lists beside ``path`` that can carry georeferencing, by kind."""
+    found: dict[GeoreferencingSource, Path] = {}
+    for listed in map(Path, dataset.files):
+        suffix = listed.suffix.lower()
+        if listed == path:
+            continue
+        if listed.name.lower().endswith(".aux.xml"):
+            found.setdefault("aux.xml", listed)
+        elif suffix == ".tab":
+            found.setdefault("tab file", listed)
+        elif suffix == ".wld" or (suffix.endswith("w") and 3 <= len(suffix) <= 5):
+            # GDAL's world-file names: .tfw (first and last letter of the extension + w), .tifw, .wld.
+            found.setdefault("world file", listed)
+    return found
+
+
+def _georeferencing_with(path: Path, config: dict[str, str]) -> tuple[Affine | None, CRS | None]:
+    """The georeferencing GDAL reads from ``path`` under ``config``; (None, None) when there is none.
+
+    The caller already opened and checked the same path with every source allowed; this open reads a
+    subset of the same files. Finding no georeferencing is an answer here, not a warning.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        with rasterio.Env(**config), DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False) as ds:
+            transform, crs = ds.transform, ds.crs
+    return (transform, crs) if _located(transform, crs) else (None, None)
+
+
+def _located(transform: Affine, crs: CRS | None) -> bool:
+    return crs is not None or not transform.is_identity
+
+
+def _same_georeferencing(a: Affine, a_crs: CRS | None, b: Affine, b_crs: CRS | None) -> bool:
+    tolerance = 1e-9 * max(abs(a.a), abs(a.e), abs(b.a), abs(b.e), 1e-12)
+    return a.almost_equals(b, precision=tolerance) and a_crs == b_crs
+
+
+def describe_georeferencing(transform: Affine | None, crs: CRS | None) -> str:
+    """One phrase a person can compare: 'cell 10 m at (500000, 5030000) in EPSG:32633'."""
+    if transform is None or not _located(transform, crs):
+        return "no georeferencing"
+    unit = _unit(crs)
+    width, height = abs(transform.a), abs(transform.e)
+    size = f"{width:.10g}{unit}" if width == height else f"{width:.10g} x {height:.10g}{unit}"
+    text = f"cell {size} at ({transform.c:.10g}, {transform.f:.10g})"
+    if transform.b or transform.d:
+        text += f", rotated (b={transform.b:.6g}, d={transform.d:.6g})"
+    if transform.e > 0:
+        text += ", south-up"
+    return f"{text} in {_crs_label(crs)}"
+
+
+def _unit(crs: CRS | None) -> str:
+    if crs is None:
+        return ""
+    if crs.is_geographic:
+        return " degrees"
+    unit = crs.linear_units or ""
+    return {"metre": " m", "meter": " m", "foot": " ft", "us survey foot": " US survey ft"}.get(
+        unit.lower(), f" {unit}" if unit and unit != "unknown" else ""
+    )
+
+
+def _crs_label(crs: CRS | None) -> str:
+    if crs is None:
+        return "no CRS"
+    epsg = crs.to_epsg(confidence_threshold=100)
+    if epsg:
+        return f"EPSG:{epsg}"
+    name = crs.to_wkt().split('"')[1] if '"' in crs.to_wkt() else "a custom CRS"
+    return f"the CRS '{name}'"
+
+
+def _conflict(ctx: OperationContext, found: Georeferencing, shown: str, argument: str) -> RasterError:
+    assert found.sidecar is not None
+    sidecar = _relative_or_name(ctx, found.sidecar)
+    own = describe_georeferencing(found.file_transform, found.file_crs)
+    other = describe_georeferencing(found.transform, found.crs)
+    return RasterError(
+        f"{argument}: '{shown}' has two georeferencings that disagree: the file itself says {own}; its "
+        f"sidecar '{sidecar}' says {other}, and GDAL (so QGIS and most tools) follows the sidecar. This "
+        "result depends on where the cells are, so it is not computed on either silently.",
+        fix=f"Pass georeferencing='file' to use the file's own, or georeferencing='sidecar' to use "
+        f"'{sidecar}'; or correct or delete the sidecar. raster.info shows both.",
+    )
+
+
+def _open_own(
+    ctx: OperationContext, path: Path, shown: str, argument: str, found: Georeferencing, driver: str
+) -> DatasetReader:
+    """Open ``path`` again with GDAL told to ignore the sidecar's georeferencing, and check it did."""
+    if driver in _GEOREF_SOURCES_DRIVERS:
+        config = {"GDAL_GEOREF_SOURCES": "INTERNAL"}
+    else:
+        config = {"GDAL_GEOREF_SOURCES": "INTERNAL", "GDAL_PAM_ENABLED": "NO"}
+    dataset = _open(ctx, path, shown, argument, config)
+    assert found.file_transform is not None
+    if not _same_georeferencing(dataset.transform, dataset.crs, found.file_transform, found.file_crs):
+        dataset.close()
+        raise RasterError(
+            f"{argument}: GDAL could not be made to ignore the georeferencing of the sidecar of '{shown}'.",
+            fix="Pass georeferencing='sidecar', or delete or correct the sidecar.",
+        )
     return dataset
 
 

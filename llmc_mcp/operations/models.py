@@ -45,6 +45,9 @@ CrsKind = Literal[
     "geographic", "projected", "compound", "geocentric", "vertical", "engineering", "bound", "other"
 ]
 
+GeoreferencingSource = Literal["file", "aux.xml", "world file", "tab file", "none"]
+"""Where a raster's geotransform and CRS come from as GDAL opens it."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="strings", frozen=True)
@@ -121,9 +124,13 @@ class RasterInfo(_Model):
     )
     tags_truncated: bool = Field(description="True when keys were dropped or values cut from tags.")
     file_size_bytes: int = Field(description="Size of the main file in bytes (sidecar files not counted).")
-    georeferencing: GeoreferencingInfo = Field(
-        description="Where transform and crs come from: the file itself, or a sidecar (.aux.xml, world file) "
-        "that may override the file's own."
+    georeferencing: GeoreferencingSource = Field(
+        description="Where transform and crs come from as GDAL opens the file: 'file' (its own tags or "
+        "header), a sidecar ('aux.xml', 'world file' such as .tfw/.wld, 'tab file') or 'none'."
+    )
+    georeferencing_note: str = Field(
+        description="The source in words, naming the sidecar file; when the sidecar overrides the file's "
+        "own georeferencing, both (positions then refuse unless given georeferencing='file'/'sidecar')."
     )
 
 
@@ -517,32 +524,11 @@ class ClipResult(_Model):
 GeoreferencingChoice = Annotated[
     Literal["file", "sidecar"] | None,
     Field(
-        description="When a sidecar (.aux.xml) overrides the file's georeferencing: follow the 'file' or "
-        "the 'sidecar'; null refuses, naming both."
+        description="Which wins if a sidecar (.aux.xml) overrides the file's georeferencing; null refuses."
     ),
 ]
 """The one argument by which an operation whose result depends on georeferencing picks a side."""
 
-
-class GeoreferencingInfo(_Model):
-    """Where a raster's georeferencing comes from, and the file's own when a sidecar overrides it."""
-
-    source: Literal["file", "aux.xml", "world file", "tab file", "none"] = Field(
-        description="Where transform and crs come from as GDAL opens the file: 'file' (its own tags or "
-        "header), a sidecar ('aux.xml', 'world file' such as .tfw/.wld, 'tab file'), or 'none'."
-    )
-    sidecar: str | None = Field(description="Workspace-relative sidecar file, when source is a sidecar.")
-    overrides_file: bool = Field(
-        description="True when the sidecar disagrees with georeferencing the file itself holds; operations "
-        "that depend on positions then refuse unless given georeferencing='file' or 'sidecar'."
-    )
-    file_transform: tuple[float, float, float, float, float, float] | None = Field(
-        description="The file's own geotransform, when a sidecar overrides it; else null (it is transform)."
-    )
-    file_crs: CrsRef | None = Field(
-        description="The file's own CRS, when a sidecar overrides its georeferencing; else null."
-    )
-    note: str = Field(description="The source in one sentence, naming both sides when they disagree.")
 
 
 ZFactorSource = Literal["argument", "band_unit", "crs_vertical_unit", "horizontal_unit", "assumed_metres"]
@@ -847,7 +833,9 @@ class ZonalStatsResult(_Model):
     )
     scale: float = Field(description="The band's declared scale (1 when none).")
     offset: float = Field(description="The band's declared offset (0 when none).")
-    zones_crs: str | None = Field(description="The polygons' CRS as the file declares it; null for a zone raster.")
+    zones_crs: str | None = Field(
+        description="The polygons' CRS as the file declares it; null for a zone raster."
+    )
     transformation: str | None = Field(
         description="How the polygons were transformed to the raster's CRS (PROJ's operation, accuracy, "
         "ballpark warning); null when they were already in it."

@@ -37,7 +37,7 @@ from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import AreaMethod, RasterArea, ValueArea
+from llmc_mcp.operations.models import AreaMethod, GeoreferencingChoice, RasterArea, ValueArea
 from llmc_mcp.operations.raster.pixels import read_valid
 
 CHUNK_CELLS = 1 << 20
@@ -59,6 +59,7 @@ def area(
         list[float] | None,
         Field(description="Only these values (each reported, even with 0 cells); default: every value."),
     ] = None,
+    georeferencing: GeoreferencingChoice = None,
 ) -> RasterArea:
     """Ground area per value of a band, in square metres (and hectares) on the ellipsoid, any CRS.
 
@@ -76,10 +77,10 @@ def area(
     Errors: InvalidArgument for a band outside 1..count, a complex band, a non-finite value in
     values, more than 10,000 distinct values (pass values, or classify first), a raster without a
     CRS or with a rotated grid; RasterError when pixels cannot be read or valid cells lie outside the
-    projection's domain.
+    projection's domain, or a sidecar overrides the file's georeferencing (pass georeferencing).
     """
     wanted = _check_values(values)
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         dtype = _check_band(ds, band, shown)
         crs = _check_grid(ds, shown)

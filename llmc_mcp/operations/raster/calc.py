@@ -36,7 +36,7 @@ from rasterio.windows import Window
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult
+from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
     _describe_output,
@@ -159,6 +159,7 @@ def calc(
             "expression, so it sees physical values (reflectance, kelvin); False uses stored values."
         ),
     ] = True,
+    georeferencing: GeoreferencingChoice = None,
 ) -> CalcResult:
     """Band math: evaluate an expression over bands of rasters that share one grid; write one-band GeoTIFF.
 
@@ -181,8 +182,8 @@ def calc(
     Errors: InvalidArgument for an expression outside the allowlist (the message lists what is
     allowed), an input name that is not an identifier or is unused, inputs on different grids (align
     them first), an integer dtype without nodata, a nodata value the dtype cannot hold, or dst equal to
-    an input; NotFound/RasterError for an unreadable input; QuotaExceeded when the output would pass
-    a quota.
+    an input; NotFound/RasterError for an unreadable input, or one whose sidecar overrides its
+    georeferencing (pass georeferencing); QuotaExceeded when the output would pass a quota.
     """
     specs = _check_inputs(inputs)
     names = [spec["name"] for spec in specs]
@@ -190,12 +191,14 @@ def calc(
     _check_program(program, names)
     out_dtype = np.dtype(dtype)
     out_nodata = _output_nodata(out_dtype, nodata)
-    dst_path = _check_dst(ctx, dst, specs)
+    dst_path, sources = _check_dst(ctx, dst, specs)
+    policy = georeferencing or "refuse"
     with gdal_env(ctx), contextlib.ExitStack() as stack:
         opened: dict[str, DatasetReader] = {}
-        for spec in specs:
-            if spec["path"] not in opened:
-                opened[spec["path"]] = stack.enter_context(open_for_read(ctx, spec["path"], "inputs.path"))
+        for name, resolved in sources.items():
+            opened[name] = stack.enter_context(
+                open_for_read(ctx, name, "inputs.path", resolved=resolved, georeferencing=policy)
+            )
         bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
         _check_one_grid(ctx, bound)
         first = bound[0].dataset
@@ -369,21 +372,27 @@ def _output_nodata(dtype: np.dtype, nodata: float | None) -> float | None:
     return float(nodata)
 
 
-def _check_dst(ctx: OperationContext, dst: str, specs: Sequence[Mapping[str, Any]]) -> Path:
+def _check_dst(
+    ctx: OperationContext, dst: str, specs: Sequence[Mapping[str, Any]]
+) -> tuple[Path, dict[str, Path]]:
+    """The output path and each distinct input's resolved path (resolved once: the policy lists folders)."""
     dst_path = ctx.workspace.output_path(dst, argument="dst")
     if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
         raise InvalidArgument(
             f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
             fix="Name the output with a .tif extension.",
         )
+    sources: dict[str, Path] = {}
     for spec in specs:
-        src_path = ctx.workspace.input_path(spec["path"], argument="inputs.path")
+        if spec["path"] in sources:
+            continue
+        src_path = sources[spec["path"]] = ctx.workspace.input_path(spec["path"], argument="inputs.path")
         if src_path == dst_path or (dst_path.exists() and os.path.samefile(src_path, dst_path)):
             raise InvalidArgument(
                 f"dst is the same file as the input '{spec['path']}'; writing would destroy it.",
                 fix="Write to a new name, e.g. 'out/result.tif'.",
             )
-    return dst_path
+    return dst_path, sources
 
 
 @dataclass

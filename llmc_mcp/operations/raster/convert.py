@@ -22,7 +22,7 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import Compression, OverviewResampling, RasterInfo
+from llmc_mcp.operations.models import Compression, GeoreferencingChoice, OverviewResampling, RasterInfo
 from llmc_mcp.operations.raster.output import (
     creation_options,
     preflight_output,
@@ -98,6 +98,7 @@ def convert(
         int | None,
         Field(description="JPEG/WEBP quality 1..100 (JPEG default 75); only with those compressions."),
     ] = None,
+    georeferencing: GeoreferencingChoice = None,
 ) -> RasterInfo:
     """Rewrite a raster as GeoTIFF or Cloud Optimized GeoTIFF with a chosen compression, layout, overviews.
 
@@ -118,7 +119,8 @@ def convert(
     tiled=False or explicit factors, blocksize not a multiple of 16 in 16..4096, predictor 2 on float
     or 3 on integer data, predictor or quality with a compression that has none, JPEG/WEBP on
     non-uint8 data, WEBP without 3/4 bands, overview factors below 2, overview_resampling without
-    overviews, src == dst; raster_error when reading or writing fails.
+    overviews, src == dst; raster_error when reading or writing fails or a sidecar overrides the
+    georeferencing (pass georeferencing).
     """
     return write_output(
         ctx,
@@ -133,6 +135,7 @@ def convert(
         overviews=overviews,
         overview_resampling=overview_resampling,
         quality=quality,
+        georeferencing=georeferencing or "refuse",
     )
 
 

@@ -15,7 +15,13 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.gdal_env import (
+    Georeferencing,
+    describe_georeferencing,
+    gdal_env,
+    georeferencing_of,
+    open_for_read,
+)
 from llmc_mcp.operations.models import Bounds, CrsRef, RasterInfo
 
 MAX_TAGS = 50
@@ -41,11 +47,16 @@ def info(
     ``scales``/``offsets`` turn stored values into physical ones (raw * scale + offset: raster.calc
     and raster.sample apply them), ``units`` name them; ``registration`` is AREA_OR_POINT.
     Metadata tags are capped at 50 keys and 500 characters per value (``tags_truncated``).
+    ``georeferencing`` says where transform and crs come from: the file itself or a sidecar GDAL
+    follows (``<name>.aux.xml``, a .tfw/.wld world file); when a sidecar overrides the file's own,
+    ``georeferencing_note`` states both, and operations that depend on positions refuse until told
+    which to follow (their ``georeferencing`` argument). transform and crs are GDAL's choice.
 
     Errors (ApiError, by e.type): not_found if the file does not exist, raster_error if it is not a
     raster GDAL can read.
     """
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    # Never refused for a disagreeing sidecar: this is where an agent sees both sides.
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
         return describe(ctx, ds, include_wkt)
 
 
@@ -58,6 +69,7 @@ def describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> Ras
     xs, ys = [c[0] for c in corners], [c[1] for c in corners]
     structure = ds.tags(ns="IMAGE_STRUCTURE")
     tags, truncated = _bounded_tags(ds.tags())
+    found = georeferencing_of(ds, file)
     return RasterInfo(
         path=ctx.workspace.relative(file),
         driver=ds.driver,
@@ -85,7 +97,28 @@ def describe(ctx: OperationContext, ds: DatasetReader, include_wkt: bool) -> Ras
         tags=tags,
         tags_truncated=truncated,
         file_size_bytes=file.stat().st_size,
+        georeferencing=found.source,
+        georeferencing_note=_georeferencing_note(ctx, found),
     )
+
+
+def _georeferencing_note(ctx: OperationContext, found: Georeferencing) -> str:
+    """The georeferencing's source in words: the sidecar's name, and both sides when they disagree."""
+    sidecar = None if found.sidecar is None else ctx.workspace.relative(found.sidecar)
+    followed = describe_georeferencing(found.transform, found.crs)
+    if found.overridden:
+        note = (
+            f"The file itself says {describe_georeferencing(found.file_transform, found.file_crs)}; its "
+            f"sidecar '{sidecar}' says {followed}, and GDAL follows the sidecar (transform and crs above). "
+            "Operations that depend on positions refuse until given georeferencing='file' or 'sidecar'."
+        )
+    elif found.source == "none":
+        note = "The raster has no georeferencing: coordinates are pixel numbers."
+    elif sidecar is not None:
+        note = f"Georeferencing comes from the sidecar '{sidecar}' ({followed}); the file holds none itself."
+    else:
+        note = f"Georeferencing comes from the file itself ({followed})."
+    return note
 
 
 def _registration(value: str | None) -> Literal["Area", "Point"] | None:

@@ -42,6 +42,7 @@ from llmc_mcp.operations.catalog import Facts, OperationContext
 from llmc_mcp.operations.gdal_env import (
     GDAL_ERRORS,
     READ_DRIVERS,
+    GeoreferencingPolicy,
     check_dataset,
     gdal_env,
     open_for_read,
@@ -74,8 +75,12 @@ def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanF
     facts (:func:`data_kind` of ``src``) come from the same open of the header.
     """
     src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
-    options = {name: value for name, value in args.items() if name not in ("src", "dst")}
-    with gdal_env(ctx), open_for_read(ctx, args["src"], "src", resolved=src_path) as source:
+    options = {name: value for name, value in args.items() if name not in ("src", "dst", "georeferencing")}
+    georeferencing = args.get("georeferencing") or "refuse"
+    with (
+        gdal_env(ctx),
+        open_for_read(ctx, args["src"], "src", resolved=src_path, georeferencing=georeferencing) as source,
+    ):
         plan(ctx, source, **options)
         return {"data": data_kind(source)}
 
@@ -100,10 +105,24 @@ def data_kind(ds: DatasetReader) -> str:
     return "continuous" if floating or scaled else "integer"
 
 
-def write_output(ctx: OperationContext, src: str, dst: str, plan: PlanFunction, **options: Any) -> RasterInfo:
-    """Plan, then write ``dst`` from ``src`` atomically; the result is ``raster.info`` of ``dst``."""
+def write_output(
+    ctx: OperationContext,
+    src: str,
+    dst: str,
+    plan: PlanFunction,
+    georeferencing: GeoreferencingPolicy = "refuse",
+    **options: Any,
+) -> RasterInfo:
+    """Plan, then write ``dst`` from ``src`` atomically; the result is ``raster.info`` of ``dst``.
+
+    ``georeferencing`` is the operation's choice when a sidecar overrides the source's own (see
+    :func:`open_for_read`); the preflight reads it from the arguments of the same name.
+    """
     src_path, dst_path = _check_src_dst(ctx, src, dst)
-    with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path) as source:
+    with (
+        gdal_env(ctx),
+        open_for_read(ctx, src, "src", resolved=src_path, georeferencing=georeferencing) as source,
+    ):
         planned = plan(ctx, source, **options)
         _write_atomically(ctx, planned, source, src_path, dst_path)
     return _describe_output(ctx, dst, dst_path)

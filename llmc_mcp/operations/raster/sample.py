@@ -24,7 +24,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import SampleResult
+from llmc_mcp.operations.models import GeoreferencingChoice, SampleResult
 from llmc_mcp.operations.raster.pixels import read_valid
 from llmc_mcp.operations.raster.stats import check_bands
 
@@ -50,6 +50,7 @@ def sample(
     bands: Annotated[
         list[int] | None, Field(description="Band numbers (1-based) to sample; default: all bands.")
     ] = None,
+    georeferencing: GeoreferencingChoice = None,
 ) -> SampleResult:
     """The values of a raster at points: each point's cell (row, column, centre) and its band values.
 
@@ -63,7 +64,8 @@ def sample(
     holds points, so 100,000 points cost about one decoded block per block touched.
 
     Errors: InvalidArgument for no points or more than 100,000, or a band outside 1..count; CrsError
-    for an unknown crs; RasterError when crs is given but the raster has none, or pixels cannot be read.
+    for an unknown crs; RasterError when crs is given but the raster has none, pixels cannot be read,
+    or a sidecar overrides the file's georeferencing (pass georeferencing).
     """
     if not points:
         raise InvalidArgument("points is empty.", fix="Pass points as [[x, y], ...].")
@@ -73,7 +75,7 @@ def sample(
             fix=f"Split the points into calls of at most {MAX_POINTS:,}.",
         )
     given = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         indexes = check_bands(ds, bands, shown)
         xs, ys = _to_raster_crs(ds, given, crs, shown)

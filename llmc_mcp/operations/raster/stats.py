@@ -82,7 +82,8 @@ def stats(
             f"histogram_bins={histogram_bins} is outside 1..{MAX_HISTOGRAM_BINS}.",
             fix="Pass a bin count such as 256, or null for no histogram.",
         )
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    # Statistics of the pixels do not depend on where they are: a disagreeing sidecar is not refused.
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         indexes = check_bands(ds, bands, shown)
         complex_bands = [b for b in indexes if np.dtype(ds.dtypes[b - 1]).kind == "c"]
