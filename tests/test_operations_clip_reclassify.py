@@ -429,6 +429,44 @@ def test_a_box_outside_the_raster_is_refused_with_its_bounds_in_both_crs(
     assert not (workspace_dir / "c.tif").exists()
 
 
+def test_a_box_on_a_rotated_grid_is_rasterized_in_the_grid_s_own_pixel_space(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against a box turned into rows and columns as if the grid were north-up. Here x = 500000 +
+    10 row and y = 4500000 - 10 col, so the box (500020, 4499800, 500100, 4499950) holds rows 2-9 and
+    columns 5-19; the output origin is pixel (5, 2): (500020, 4499950), the same rotation kept."""
+    turned = Affine(0.0, 10.0, 500_000.0, -10.0, 0.0, 4_500_000.0)
+    write(workspace_dir / "r.tif", linear(), transform=turned, nodata=-1)
+    result = call(CLIP, ctx, src="r.tif", dst="c.tif", bounds=(500_020, 4_499_800, 500_100, 4_499_950))
+    out, valid, transform, _ = read_out(workspace_dir / "c.tif")
+    assert transform == Affine(0.0, 10.0, 500_020.0, -10.0, 0.0, 4_499_950.0)
+    assert np.array_equal(out, linear()[2:10, 5:20]) and valid.all()
+    assert (result.inside_cells, result.outside_cells) == (120, 0)
+
+
+def test_a_source_with_alpha_and_no_nodata_gets_alpha_0_outside(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against outside cells of an RGBA image left opaque (or black and opaque): the alpha band
+    is 0 there, colour 0, and inside cells keep colour and alpha."""
+    rgba = np.stack([np.full((H, W), v, dtype="uint8") for v in (10, 20, 30, 255)])
+    with rasterio.open(
+        workspace_dir / "i.tif", "w", driver="GTiff", width=W, height=H, count=4, dtype="uint8",
+        crs="EPSG:32618", transform=NORTH_UP, photometric="RGB", alpha="YES",
+    ) as ds:  # fmt: skip
+        ds.write(rgba)
+    result = call(
+        CLIP, ctx, src="i.tif", dst="c.tif", bounds=(500_020, 4_499_800, 500_100, 4_499_950), crop=False
+    )
+    with rasterio.open(workspace_dir / "c.tif") as ds:
+        out = ds.read()
+        interp = ds.colorinterp
+    inside = np.zeros((H, W), dtype=bool)
+    inside[5:20, 2:10] = True
+    assert result.outside_as == "alpha" and interp[3].name == "alpha"
+    assert np.array_equal(out[:, inside], rgba[:, inside]) and not out[:, ~inside].any()
+
+
 # --- raster.clip: polygons ---------------------------------------------------------------------------
 
 

@@ -8,10 +8,13 @@ cell the shape touches.
 A box in the raster's CRS on a grid that is not rotated needs no rasterizing: its cells are a
 rectangle worked out from the inverse geotransform (so north-up and south-up grids are the same
 arithmetic). A box in another CRS is first replaced by its bounding box in the raster's CRS, with
-each edge densified (21 points) so a curved edge is covered; the output is a grid, so it covers the
-whole box. Polygons (and a box on a rotated grid) are rasterized with ``geometry_mask`` window by
-window: a first pass over their envelope finds the exact rows and columns holding inside cells (the
-crop), the second writes. Memory is one window whatever the raster's size.
+each edge densified (21 points) so a curved edge stays inside it: an output grid is a rectangle of
+the raster's CRS, so it cannot follow the box's outline (a polygon in ``mask`` can). A box's cell
+whose centre lies exactly on its edge is inside.
+
+Polygons (and a box on a rotated grid) are rasterized with ``geometry_mask`` window by window: a
+first pass over their envelope finds the exact rows and columns holding inside cells (the crop),
+the second writes. Memory is one window whatever the raster's size.
 
 Outside cells follow ``raster.reproject``'s nodata rule (:func:`.reproject._output_nodata`): the
 source's nodata, else NaN for float data, else an internal mask (or alpha 0 when the source has an
@@ -98,9 +101,10 @@ def clip(
 
     Give ``bounds`` (a box in ``bounds_crs``, default the raster's CRS), ``mask`` (polygons of a
     vector file, transformed to the raster's CRS), or both (the cells inside both). A cell is inside
-    when its centre is inside (on the edge counts), or with ``all_touched=True`` when the shape
-    touches it. A box in another CRS becomes its bounding box in the raster's CRS (edges densified),
-    so the output covers the whole box; to cut exactly to its outline, pass it as a polygon in mask.
+    when its centre is inside, or with ``all_touched=True`` when the shape touches it (the rule of
+    rasterio.features). A box in another CRS becomes its bounding box in the raster's CRS (edges
+    densified), which with all_touched=True covers the whole box; to cut exactly to its outline,
+    pass it as a polygon in mask.
 
     ``crop=True`` (default) makes the output grid the smallest window of source pixels holding every
     inside cell (same pixel size and alignment; output pixel (r, c) is source pixel (row_off + r,
