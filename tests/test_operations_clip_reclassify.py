@@ -20,7 +20,7 @@ from mcp import Client
 from pyproj import Transformer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.raster.output import data_kind
 from llmc_mcp.server.app import build_server
@@ -465,6 +465,31 @@ def test_a_source_with_alpha_and_no_nodata_gets_alpha_0_outside(
     inside[5:20, 2:10] = True
     assert result.outside_as == "alpha" and interp[3].name == "alpha"
     assert np.array_equal(out[:, inside], rgba[:, inside]) and not out[:, ~inside].any()
+
+
+def test_a_sidecar_overriding_the_georeferencing_is_refused_or_followed_by_choice(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against cutting (or copying a grid) from a geotransform an .aux.xml silently replaced: the
+    file says 10 m cells at (500000, 4500000), the sidecar 10 m at (600000, 4500000). Both operations
+    refuse by default; with georeferencing='file' the box in the file's coordinates gives columns 2-9
+    and rows 5-19; with 'sidecar' the same box misses the raster."""
+    write(workspace_dir / "a.tif", linear(), nodata=-1)
+    moved = ", ".join(f"{v:.1f}" for v in (600_000.0, 10.0, 0.0, 4_500_000.0, 0.0, -10.0))
+    (workspace_dir / "a.tif.aux.xml").write_text(
+        f"<PAMDataset><GeoTransform>{moved}</GeoTransform></PAMDataset>"
+    )
+    box = (500_020, 4_499_800, 500_100, 4_499_950)
+    with pytest.raises(RasterError, match=r"aux\.xml"):
+        call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box)
+    with pytest.raises(RasterError, match=r"aux\.xml"):
+        call(RECLASSIFY, ctx, src="a.tif", dst="r.tif", rules=RANGES)
+    call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box, georeferencing="file")
+    out, _, transform, _ = read_out(workspace_dir / "c.tif")
+    assert transform == Affine(10.0, 0.0, 500_020.0, 0.0, -10.0, 4_499_950.0)
+    assert np.array_equal(out, linear()[5:20, 2:10])
+    with pytest.raises(InvalidArgument, match="miss the raster"):
+        call(CLIP, ctx, src="a.tif", dst="s.tif", bounds=box, georeferencing="sidecar")
 
 
 # --- raster.clip: polygons ---------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from llmc_mcp.errors import CrsError, InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _describe_transformer
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow
+from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
 from llmc_mcp.operations.raster.output import (
     _check_src_dst,
     _describe_output,
@@ -96,6 +96,7 @@ def clip(
         bool,
         Field(description="True: every cell the box/polygons touch is inside; False: cells whose centre is."),
     ] = False,
+    georeferencing: GeoreferencingChoice = None,
 ) -> ClipResult:
     """Cut a raster to a box or to polygons; outside cells become nodata. Pixels are never resampled.
 
@@ -117,11 +118,17 @@ def clip(
     Errors: InvalidArgument for neither bounds nor mask, a malformed box, a box or polygons that miss
     the raster (its bounds are given in both CRSs) or hold no cell centre (try all_touched), or
     dst equal to src; CrsError for an unknown bounds_crs; RasterError when bounds_crs or mask is
-    given but the raster has no CRS; PathRefused/NotFound/InvalidArgument for a bad mask file.
+    given but the raster has no CRS, or a sidecar overrides its georeferencing (pass georeferencing);
+    PathRefused/NotFound/InvalidArgument for a bad mask file.
     """
     _check_arguments(bounds, bounds_crs, mask, mask_layer)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
-    with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path) as source:
+    with (
+        gdal_env(ctx),
+        open_for_read(
+            ctx, src, "src", resolved=src_path, georeferencing=georeferencing or "refuse"
+        ) as source,
+    ):
         shown = ctx.workspace.relative(src_path)
         dtype = single_dtype(source, shown)
         rotated = source.transform.b != 0 or source.transform.d != 0

@@ -28,7 +28,13 @@ from rasterio.windows import Window
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import ClassCount, ReclassifyResult, ReclassRule, ReclassRuleCount
+from llmc_mcp.operations.models import (
+    ClassCount,
+    GeoreferencingChoice,
+    ReclassifyResult,
+    ReclassRule,
+    ReclassRuleCount,
+)
 from llmc_mcp.operations.raster.output import (
     _check_src_dst,
     _describe_output,
@@ -111,6 +117,7 @@ def reclassify(
     nodata: Annotated[
         int | None, Field(description="Output nodata value; default: one no class uses (reported).")
     ] = None,
+    georeferencing: GeoreferencingChoice = None,
 ) -> ReclassifyResult:
     """Reclassify one band: values or half-open ranges [min, max) become integer classes (a class raster).
 
@@ -131,13 +138,19 @@ def reclassify(
 
     Errors: InvalidArgument for no rules, a malformed or overlapping rule (both named), NaN bounds,
     a class or nodata the dtype cannot hold, nodata equal to a class, a band outside 1..count, or dst
-    equal to src; NotFound/RasterError for an unreadable source; QuotaExceeded past a quota.
+    equal to src; NotFound/RasterError for an unreadable source, or one whose sidecar overrides its
+    georeferencing (pass georeferencing: the output copies it); QuotaExceeded past a quota.
     """
     table = _RuleTable.build(rules)
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))
     out_dtype, out_nodata = choose_dtype(classes, dtype, nodata)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
-    with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path) as source:
+    with (
+        gdal_env(ctx),
+        open_for_read(
+            ctx, src, "src", resolved=src_path, georeferencing=georeferencing or "refuse"
+        ) as source,
+    ):
         if not 1 <= band <= source.count:
             raise InvalidArgument(
                 f"band {band} does not exist in '{src}', which has {source.count}.",
