@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +287,18 @@ def test_rules_see_physical_values_when_scale_and_offset_are_declared(
     assert read_out(workspace_dir / "r.tif")[0].tolist() == [[2, 3, 3, 3]]
     assert (physical.physical, physical.scale, physical.offset, stored.physical) == (True, 0.01, -1.0, False)
     assert "physical=False" in stored.note
+
+
+def test_the_band_asked_for_is_reclassified_and_a_missing_one_refused(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against band 1 read whatever band says: band 2 holds 5 everywhere, band 1 holds 0, so
+    the rule 5 -> 1 matches all 4 cells of band 2; band 3 does not exist."""
+    write(workspace_dir / "b.tif", np.stack([np.zeros((2, 2), "uint8"), np.full((2, 2), 5, "uint8")]))
+    result = call(RECLASSIFY, ctx, src="b.tif", dst="c.tif", rules=[{"value": 5, "to": 1}], band=2)
+    assert (result.band, result.classes[0].cells, result.unmatched_cells) == (2, 4, 0)
+    with pytest.raises(InvalidArgument, match="band 3 does not exist"):
+        call(RECLASSIFY, ctx, src="b.tif", dst="d.tif", rules=[{"value": 5, "to": 1}], band=3)
 
 
 def test_the_output_is_declared_categorical(ctx: OperationContext, workspace_dir: Path) -> None:
@@ -572,6 +585,42 @@ def test_mask_polygons_in_another_crs_are_transformed(ctx: OperationContext, wor
     result = call(CLIP, ctx, src="g.tif", dst="c.tif", mask="m.geojson", crop=False)
     assert np.array_equal(read_out(workspace_dir / "c.tif")[1], diamond_cells(False))
     assert result.transformation is not None and "transformed" in result.transformation
+
+
+# --- memory ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", ["reclassify", "clip"])
+def test_memory_does_not_grow_with_the_raster(
+    ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """Guards against reading the whole raster or rasterizing the whole mask at once: a 2048 x 2048
+    float32 raster (16 MiB, 32 MiB as float64) in 256 x 512 windows must peak well below it. The clip
+    keeps the grid (crop=False) under a polygon covering its left half: 2048 x 1024 cells inside."""
+    for module in (reclassify_module, clip_module):
+        monkeypatch.setattr(module, "WINDOW_ROWS", 256)
+        monkeypatch.setattr(module, "WINDOW_COLS", 512)
+    write(workspace_dir / "big.tif", np.ones((2048, 2048), "float32"), block=256)
+    half = [
+        (500_000.0, 4_479_520.0),
+        (510_240.0, 4_479_520.0),
+        (510_240.0, 4_500_000.0),
+        (500_000.0, 4_500_000.0),
+    ]
+    write_polygons(workspace_dir / "half.geojson", [[*half, half[0]]])
+    tracemalloc.start()
+    try:
+        if operation == "reclassify":
+            result = call(RECLASSIFY, ctx, src="big.tif", dst="out.tif", rules=[{"value": 1, "to": 1}])
+            counted = result.classes[0].cells
+        else:
+            result = call(CLIP, ctx, src="big.tif", dst="out.tif", mask="half.geojson", crop=False)
+            counted = result.inside_cells
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * 1024 * 1024
+    assert counted == (2048 * 2048 if operation == "reclassify" else 2048 * 1024)
 
 
 # --- both faces --------------------------------------------------------------------------------------
