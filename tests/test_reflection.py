@@ -25,11 +25,13 @@ EXAMPLE_ARGS = {
     "justify_crs_selection": {"dst_crs": "EPSG:6933"},
     "justify_resampling_method": {"method": "bilinear", "data": "continuous", "purpose": "warping"},
     "justify_lossy_compression": {"compress": "JPEG", "driver": "COG"},
+    "justify_overlap_aggregation": {"method": "mean", "data": "continuous"},
 }
 SUBJECTS = {
     "justify_crs_selection": ("crs_datum", "dst_crs"),
     "justify_resampling_method": ("resampling", "method"),
     "justify_lossy_compression": ("format_selection", "compress"),
+    "justify_overlap_aggregation": ("aggregation", "method"),
 }
 
 

@@ -152,9 +152,14 @@ def merge(
     paths, dst_path = _check_paths(ctx, sources, dst)
     with gdal_env(ctx), _opened(ctx, sources, paths) as datasets:
         plan = _plan(
-            ctx, datasets, method=method, resampling=resampling, bounds=bounds, resolution=resolution,
+            ctx,
+            datasets,
+            method=method,
+            resampling=resampling,
+            bounds=bounds,
+            resolution=resolution,
             nodata=nodata,
-        )  # fmt: skip
+        )
         _write_atomically(ctx, plan, datasets[0], paths[0], dst_path)
     return MergeResult(
         output=_describe_output(ctx, dst, dst_path),
@@ -405,7 +410,7 @@ def _place(
         return _Placement(ds, shown, None, (0, 0), None)
     vrt_options: dict[str, Any] = {
         "crs": ds.crs,
-        "transform": transform * Affine.translation(window.col_off, window.row_off),
+        "transform": transform @ Affine.translation(window.col_off, window.row_off),
         "width": window.width,
         "height": window.height,
         "resampling": warp_resampling(resampling),
