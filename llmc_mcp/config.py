@@ -41,6 +41,10 @@ class Settings(BaseModel):
         256, ge=0, description="Free disk space no output may take, kept for the server's records, MiB."
     )
 
+    workflow_ttl_hours: float = Field(
+        168.0, gt=0, description="Hours a workflow run is kept after its last step (then it expires)."
+    )
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Flags win over ``LLMC_MCP_*`` variables, which win over defaults."""
@@ -51,6 +55,7 @@ class Settings(BaseModel):
             "memory_mb": os.environ.get("LLMC_MCP_MEMORY_MB"),
             "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
             "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
+            "workflow_ttl_hours": os.environ.get("LLMC_MCP_WORKFLOW_TTL_HOURS"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

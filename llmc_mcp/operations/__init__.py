@@ -4,8 +4,9 @@ sandbox bindings) picks it up; nothing else needs editing."""
 from __future__ import annotations
 
 from llmc_mcp.errors import NotFound
-from llmc_mcp.operations import crs, files, provenance, raster, terrain
+from llmc_mcp.operations import crs, files, hydrology, provenance, raster, terrain
 from llmc_mcp.operations.catalog import Operation, OperationContext
+from llmc_mcp.workflows import operations as workflows
 
 CATALOG: tuple[Operation, ...] = (
     raster.info,
@@ -20,6 +21,7 @@ CATALOG: tuple[Operation, ...] = (
     raster.merge,
     raster.reclassify,
     raster.clip,
+    raster.zonal_stats,
     crs.info,
     crs.transform,
     files.list,
@@ -29,6 +31,16 @@ CATALOG: tuple[Operation, ...] = (
     terrain.aspect,
     terrain.hillshade,
     terrain.roughness,
+    hydrology.condition,
+    hydrology.flow_direction,
+    hydrology.flow_accumulation,
+    hydrology.streams,
+    hydrology.watershed,
+    workflows.list,
+    workflows.describe,
+    workflows.start,
+    workflows.submit,
+    workflows.state,
 )
 
 NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))

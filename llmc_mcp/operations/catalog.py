@@ -10,7 +10,14 @@ they could disagree on:
   so an unknown option is an error, never silently ignored);
 - the result model; the reflection specs; which parameters are input and
   output paths, so the invoker can refuse a bad path before the gate asks for
-  a justification.
+  a justification;
+- the classic tool's name, when it is not ``<namespace>_<name>`` (``workflow_start``), or that the
+  operation has no classic tool at all (a code-mode convenience the classic tools already cover).
+
+A ``**inputs: str`` parameter (open keyword arguments, as ``workflows.start(name, **inputs)`` takes)
+is one argument ``inputs: dict[str, str]`` of the arguments model. Code calls it with keywords; the
+classic tool, whose schema must be closed for strict providers, takes it as a list of ``{name,
+value}`` pairs (:meth:`Operation.classic_parameters`, :meth:`Operation.from_classic`).
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, ReflectionSpec
+from llmc_mcp.workflows.service import LocalWorkflows, WorkflowService
 from llmc_mcp.workspace import Workspace
 
 Facts = dict[str, str]
@@ -41,10 +49,15 @@ class OperationContext:
     outputs: OutputGuard | None = None
     """Permission to write an output (quotas, journal, ledger: :mod:`llmc_mcp.outputs`). A worker's asks
     the server; left out, it is a ledger of this process (tests, tools run in-process)."""
+    workflows: WorkflowService | None = None
+    """The workflow engine (:mod:`llmc_mcp.workflows`): a worker's asks the server, which keeps the
+    states and the justification store; left out, an engine of this process."""
 
     def __post_init__(self) -> None:
         if self.outputs is None:
             object.__setattr__(self, "outputs", LocalOutputs(OutputLedger(self.workspace)))
+        if self.workflows is None:
+            object.__setattr__(self, "workflows", LocalWorkflows(self.workspace))
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,10 @@ class Operation:
     """Cross-argument checks (conflicts, values the source file cannot take) run before the gate. It
     reads the inputs' headers anyway, so it also returns what the gate must know about the data a
     decision concerns (``{"data": "categorical"}``): decisions are scoped by those facts."""
+    classic_name: str | None = None
+    """The classic tool's name when it is not ``<namespace>_<name>``."""
+    classic: bool = True
+    """False: no classic tool (code mode only)."""
 
     @property
     def qualname(self) -> str:
@@ -75,7 +92,56 @@ class Operation:
     @property
     def tool_name(self) -> str:
         """``raster_reproject``: the classic-mode MCP tool name."""
-        return f"{self.namespace}_{self.name}"
+        return self.classic_name or f"{self.namespace}_{self.name}"
+
+    @property
+    def var_keyword(self) -> str | None:
+        """The name of the ``**inputs`` parameter, if the operation has one."""
+        for name, param in self.signature.parameters.items():
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                return name
+        return None
+
+    def classic_parameters(self) -> tuple[inspect.Signature, dict[str, Any]]:
+        """The classic tool's signature and annotations: ``**inputs`` becomes a list of pairs."""
+        extra = self.var_keyword
+        if extra is None:
+            return self.signature, dict(self.hints)
+        pair = create_model(
+            f"{self.namespace.title()}{self.name.title()}Input",
+            __config__=ConfigDict(extra="forbid"),
+            name=(str, ...),
+            value=(self.hints[extra], ...),
+        )
+        listed = typing.Annotated[
+            list[pair],  # type: ignore[valid-type]
+            Field(description=f"The {extra} as [{{name, value}}] pairs, one per named input."),
+        ]
+        parameters = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=listed, default=[]) if n == extra else p
+            for n, p in self.signature.parameters.items()
+        ]
+        return self.signature.replace(parameters=parameters), {**self.hints, extra: listed}
+
+    def from_classic(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A classic tool call's arguments as code would pass them: the pairs as keyword arguments."""
+        extra = self.var_keyword
+        if extra is None:
+            return dict(kwargs)
+        fixed = {k: v for k, v in kwargs.items() if k != extra}
+        named: dict[str, Any] = {}
+        for pair in kwargs.get(extra) or []:
+            if isinstance(pair, BaseModel):
+                name, value = pair.name, pair.value  # type: ignore[attr-defined]
+            else:
+                name, value = pair["name"], pair["value"]
+            if name in self.signature.parameters or name in named:
+                raise InvalidArgument(
+                    f"{self.tool_name}: {extra} names {name!r} twice or as a parameter of the tool.",
+                    fix="Give each input once, under its own name.",
+                )
+            named[name] = value
+        return {**fixed, **named}
 
     @property
     def doc(self) -> str:
@@ -134,7 +200,11 @@ class Operation:
         return facts or {}
 
     def run(self, ctx: OperationContext, args: Mapping[str, Any]) -> BaseModel:
-        return self.func(ctx, **args)
+        extra = self.var_keyword
+        if extra is None:
+            return self.func(ctx, **args)
+        fixed = {k: v for k, v in args.items() if k != extra}
+        return self.func(ctx, **fixed, **(args.get(extra) or {}))
 
 
 def operation(
@@ -145,6 +215,8 @@ def operation(
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
     preflight: Callable[[OperationContext, Mapping[str, Any]], Facts | None] | None = None,
+    classic_name: str | None = None,
+    classic: bool = True,
 ) -> Callable[[Callable[..., BaseModel]], Operation]:
     """Register a function as a catalog operation; its first parameter must be ``ctx``."""
 
@@ -159,6 +231,10 @@ def operation(
         signature = inspect.Signature(public, return_annotation=result)
         fields: dict[str, Any] = {}
         for p in public:
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                described = Field(default_factory=dict, description=_description(p.annotation))
+                fields[p.name] = (dict[str, p.annotation], described)  # type: ignore[name-defined]
+                continue
             default = ... if p.default is inspect.Parameter.empty else p.default
             fields[p.name] = (p.annotation, default)
         arguments = create_model(
@@ -182,9 +258,19 @@ def operation(
             outputs=outputs,
             hints={p.name: hints[p.name] for p in public},
             preflight=preflight,
+            classic_name=classic_name,
+            classic=classic,
         )
 
     return wrap
+
+
+def _description(annotation: Any) -> str | None:
+    """The ``Field(description=...)`` inside an ``Annotated`` type: a ``**`` parameter's field's own."""
+    for meta in getattr(annotation, "__metadata__", ()):
+        if getattr(meta, "description", None):
+            return str(meta.description)
+    return None
 
 
 def _describe_error(err: Mapping[str, Any]) -> str:

@@ -268,6 +268,11 @@ class FileEntry(_Model):
         description="Why the file cannot be used as an input: a link not followed, a raster refused by the "
         "hostile-file checks or one GDAL cannot open, with the fix; null otherwise."
     )
+    provenance: str | None = Field(
+        None,
+        description="Its provenance record ('<name>.provenance.json': how it was made, from what, why; "
+        "provenance.lineage walks it), when there is one; records are not listed apart.",
+    )
 
 
 class FileListing(_Model):
@@ -286,7 +291,7 @@ class RemovedFile(_Model):
 
     path: str = Field(description="The file removed.")
     removed: list[str] = Field(
-        description="Every file deleted: the file, then its sidecars (.aux.xml, .ovr, .msk)."
+        description="Every file deleted: the file, then its sidecars (.aux.xml, .ovr, .msk) and its record."
     )
     freed_bytes: int = Field(description="Quota bytes freed: the file and its sidecars, as written.")
     session_bytes: int = Field(description="Bytes of outputs this session still holds against its quota.")
@@ -616,9 +621,12 @@ class RasterPreview(_Model):
     height: int = Field(description="PNG height in pixels (at most max_size).")
     source_width: int = Field(description="Raster width in pixels.")
     source_height: int = Field(description="Raster height in pixels.")
-    bands: list[int] = Field(description="Bands drawn: one (grey or colour table) or three (red, green, blue).")
+    bands: list[int] = Field(
+        description="Bands drawn: one (grey or colour table) or three (red, green, blue)."
+    )
     rendering: Literal["grey", "rgb", "colour_table"] = Field(
-        description="'colour_table': the band's own colours, no stretch; 'grey' or 'rgb': stretched."
+        description="'grey' or 'rgb' (stretched bands), or 'colour_table' (the band's own colours, "
+        "no stretch)."
     )
     stretch: Stretch | None = Field(description="The stretch applied; null when the colour table was used.")
     limits: list[tuple[float, float]] | None = Field(
@@ -629,7 +637,9 @@ class RasterPreview(_Model):
         description="How pixels were decimated: nearest for classes (colour table, thematic, integer "
         "single band), average for measurements and RGB."
     )
-    transparent_pixels: int = Field(description="PNG pixels with alpha 0: no valid value (nodata, mask, NaN).")
+    transparent_pixels: int = Field(
+        description="PNG pixels with alpha 0: no valid value (nodata, mask, NaN)."
+    )
     png_bytes: int = Field(description="Size of the PNG file in bytes.")
     png_base64: str = Field(
         description="The PNG, base64. Attached as image content by the faces: pass the result to show().",
@@ -729,10 +739,14 @@ class ConditionResult(_Model):
 
     output: RasterInfo = Field(description="raster.info of the conditioned DEM (float32).")
     method: ConditionMethod = Field(description="How depressions were handled.")
-    max_depth: float | None = Field(description="Depressions deeper than this were kept as sinks; null: all filled.")
+    max_depth: float | None = Field(
+        description="Depressions entered by a drop of at least this were kept as sinks; null: all filled."
+    )
     raised_cells: int = Field(description="Cells whose elevation was raised.")
     max_raise: float = Field(description="The largest raise, in the DEM's vertical units (0 when none).")
-    volume_cells: float = Field(description="Sum of raises over cells (vertical units x cells): the filled volume.")
+    volume_cells: float = Field(
+        description="Sum of raises over cells (vertical units x cells): the filled volume."
+    )
     note: str = Field(description="What was done and what was kept.")
 
 
@@ -742,7 +756,9 @@ class FlowDirectionResult(_Model):
     output: RasterInfo = Field(description="raster.info of the flow direction grid (uint8).")
     routing: FlowRouting = Field(description="The routing model.")
     encoding: str = Field(description="What each value of the output means.")
-    outlet_cells: int = Field(description="Cells that drain off the grid or the data (edge cells: value 0).")
+    outlet_cells: int = Field(
+        description="Edge cells (of the grid or beside nodata) that drain off the data: 0."
+    )
     sink_cells: int = Field(description="Interior cells that drain nowhere (unfilled depressions: value 0).")
     note: str = Field(description="How directions were derived.")
 
@@ -751,8 +767,10 @@ class FlowAccumulationResult(_Model):
     """What ``hydrology.flow_accumulation`` wrote."""
 
     output: RasterInfo = Field(description="raster.info of the accumulation grid.")
-    units: str = Field(description="What each cell holds: 'cells' (count of cells draining through it, itself "
-                       "included), 'm2' (their ground area) or 'weights' (the sum of their weights).")
+    units: str = Field(
+        description="What each cell holds: 'cells' (count of cells draining through it, itself "
+        "included), 'm2' (their ground area) or 'weights' (the sum of their weights)."
+    )
     max_value: float = Field(description="The largest accumulation: at the outlet of the largest catchment.")
     weight_nodata_cells: int = Field(description="Cells whose weight was nodata and added nothing.")
     note: str = Field(description="What was accumulated and how areas were measured.")
@@ -761,7 +779,9 @@ class FlowAccumulationResult(_Model):
 class StreamsResult(_Model):
     """What ``hydrology.streams`` wrote."""
 
-    output: RasterInfo = Field(description="raster.info of the stream grid (uint8: 1 channel, 0 not, 255 nodata).")
+    output: RasterInfo = Field(
+        description="raster.info of the stream grid (uint8: 1 channel, 0 not, 255 nodata)."
+    )
     threshold: float = Field(description="The drainage area a channel cell reaches at least.")
     threshold_units: ThresholdUnits = Field(description="Units of the threshold, the accumulation's own.")
     stream_cells: int = Field(description="Cells marked as channel.")
@@ -778,17 +798,23 @@ class PourPoint(_Model):
     col: int = Field(description="Column of the outlet cell.")
     cell_x: float = Field(description="Centre of the outlet cell, in the raster's CRS.")
     cell_y: float = Field(description="Centre of the outlet cell, in the raster's CRS.")
-    snap_distance_m: float = Field(description="Ground distance (m) from the point to the outlet cell's centre.")
+    snap_distance_m: float = Field(
+        description="Ground distance (m) from the point to the outlet cell's centre."
+    )
     accumulation_cells: int = Field(description="Cells draining through the outlet cell, itself included.")
-    cells: int = Field(description="Cells of its catchment in the output (nested catchments exclude "
-                       "those of pour points upstream).")
+    cells: int = Field(
+        description="Cells of its catchment in the output (nested catchments exclude "
+        "those of pour points upstream)."
+    )
     area_m2: float = Field(description="Ground area of those cells, on the ellipsoid.")
 
 
 class WatershedResult(_Model):
     """What ``hydrology.watershed`` wrote."""
 
-    output: RasterInfo = Field(description="raster.info of the catchment grid (int32 ids; 0 none; -1 nodata).")
+    output: RasterInfo = Field(
+        description="raster.info of the catchment grid (int32 ids; 0 none; -1 nodata)."
+    )
     points: list[PourPoint] = Field(description="Each pour point, in the order given.")
     note: str = Field(description="How points were snapped and catchments nested.")
 
@@ -851,7 +877,7 @@ class LineageStep(_Model):
 
     path: str = Field(description="Workspace-relative file whose bytes the record claims.")
     sha256: str = Field(description="SHA-256 of the file's bytes.")
-    record: str = Field(description="The provenance record that claims them (usually '<path>.provenance.json').")
+    record: str = Field(description="The record that claims them (usually '<path>.provenance.json').")
     operation: str = Field(description="The operation that wrote it, e.g. 'raster.reproject'.")
     finished_at: str = Field(description="When it was written (UTC).")
     inputs: list[str] = Field(description="The files it was made from, as the record names them.")

@@ -329,12 +329,15 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
+    from llmc_mcp.workflows.service import RemoteWorkflows
     from llmc_mcp.workspace import Workspace
 
     refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
     host = ChannelHost(channel)
-    context = OperationContext(Workspace(config.workspace), config.num_threads, RemoteOutputs(host))
+    context = OperationContext(
+        Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host)
+    )
     operations = build_operations(context, host)
     session = Session(build_modules(context, host, PromptLibrary.default()), config.output_limit)
     apply_limits(config)

@@ -28,7 +28,7 @@ from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.base import LlmcServer
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
-from llmc_mcp.server.results import error_result, exception_result, ok_result
+from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
@@ -48,7 +48,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         "llmc-mcp", instructions=classic_instructions(), version=__version__, lifespan=worker_lifespan(pool)
     )
     server.pool = pool  # type: ignore[attr-defined]
-    for op in CATALOG:
+    for op in (op for op in CATALOG if op.classic):
         server.add_tool(
             _operation_tool(op, pool),
             name=op.tool_name,
@@ -94,15 +94,16 @@ def _tool_description(op: Operation) -> str:
 
 
 def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
+    images = image_fields(op.result)
+
     async def tool(ctx: Context, **kwargs: Any) -> CallToolResult:
         try:
-            answer = await run_in_session(
-                pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, kwargs)
-            )
+            args = op.from_classic(kwargs)
+            answer = await run_in_session(pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args))
         except Exception as exc:
             return exception_result(exc, op.tool_name)
         if answer["ok"]:
-            return ok_result(answer["result"])
+            return ok_result(answer["result"], images)
         error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
         return error_result(error)
 
@@ -110,12 +111,13 @@ def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
     tool.__doc__ = op.doc
     # MCP reads the signature (and finds the Context parameter in __annotations__); pydantic's
     # validate_call reads __annotations__: give both.
+    signature, hints = op.classic_parameters()
     context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
-    parameters = [*op.signature.parameters.values(), context]
-    tool.__signature__ = op.signature.replace(  # type: ignore[attr-defined]
+    parameters = [*signature.parameters.values(), context]
+    tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=parameters, return_annotation=CallToolResult
     )
-    tool.__annotations__ = {**op.hints, "ctx": Context, "return": CallToolResult}
+    tool.__annotations__ = {**hints, "ctx": Context, "return": CallToolResult}
     return tool
 
 

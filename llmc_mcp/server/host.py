@@ -23,7 +23,10 @@ from llmc_mcp.operations import get_operation
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.runtime import Runtime
-from llmc_mcp.sessions import current_session
+from llmc_mcp.sessions import current_session, principal
+from llmc_mcp.workflows.engine import Engine
+from llmc_mcp.workflows.service import CALLS as WORKFLOW_CALLS
+from llmc_mcp.workflows.service import serve as serve_workflow
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,15 @@ class HostRequests:
             "outputs.owned": self._owned_outputs,
             "outputs.remove": self._remove_output,
         }
+        self._workflows = Engine(
+            runtime.context.workspace,
+            runtime.gate,
+            face=runtime.settings.mode,
+            ttl_seconds=runtime.settings.workflow_ttl_hours * 3600,
+        )
+        self._workflows.states.sweep()  # runs that expired while no server was running
+        for call in WORKFLOW_CALLS:
+            self._handlers[f"workflows.{call}"] = functools.partial(self._workflow, call)
 
     async def __call__(self, method: str, params: Mapping[str, Any]) -> Any:
         handler = self._handlers.get(method)
@@ -138,12 +150,22 @@ class HostRequests:
         """``files.remove``: decided here, never in the worker, which can write the ledger file."""
         return self._outputs.remove(_session(), params.get("path")).to_dict()
 
+    def _workflow(self, call: str, params: Mapping[str, Any]) -> Any:
+        """A workflow call for the principal of the session asking: it reaches that principal's runs only."""
+        return serve_workflow(self._workflows, call, params, principal(_session()))
+
     def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
         op = get_operation(str(params.get("operation")))
         args = op.validate(params.get("args") or {})
         facts = check_facts(params.get("facts"))
         hints = self._gate.check(op, args, facts=facts, session=current_session.get())
-        return {"hints": [h.model_dump() for h in hints], "next_action": self._gate.next_action}
+        # With nothing missing, the records themselves: the reasons the output's provenance gives.
+        records = [] if hints else self._gate.justifications(op, args, facts)
+        return {
+            "hints": [h.model_dump() for h in hints],
+            "next_action": self._gate.next_action,
+            "justifications": [r.model_dump(mode="json", exclude={"digest"}) for r in records],
+        }
 
     def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
         result = self._gate.persist(

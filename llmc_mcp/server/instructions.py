@@ -33,7 +33,7 @@ _RETRY = """\
 
 
 def classic_instructions() -> str:
-    tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG)
+    tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG if op.classic)
     return (
         "llmc-mcp (classic mode): raster inspection, statistics, reprojection and conversion "
         "(rasterio/GDAL, pyproj), one tool per operation:\n"
@@ -44,7 +44,9 @@ def classic_instructions() -> str:
         "hints with domain, hash and prompt_text) and next_action. Answer each hint's prompt_text; then "
         "persist every answer with persist_justification(hash, domain, justification) and repeat the "
         "call. Justifications are cached: the same decision is not asked twice. The prompts are also "
-        "MCP prompts. Errors are JSON with a snake_case type (invalid_argument, not_found, "
+        "MCP prompts. Workflows: workflow_list offers guided tasks, walked one step at a time with "
+        "workflow_start and workflow_submit; each next_action is the exact tool call to make next. "
+        "Errors are JSON with a snake_case type (invalid_argument, not_found, "
         "reflection_required...), message and fix.\n\n" + _PATHS
     )
 
@@ -57,7 +59,8 @@ read_stubs("raster.reproject") shows types, result shapes and docs. execute_code
 Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
 Without a protocol session (stateless HTTP) each result carries a session handle: pass it back as \
 execute_code(code, session=...) to keep the variables. \
-Print summaries, keep data in variables. The last expression's value is returned.
+Print summaries, keep data in variables. The last expression's value is returned; \
+show(raster.preview(path)) shows you a raster as an image.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
 datetime. No files or network except through the API.
 Errors raise ApiError: e.type is its kind ("not_found"...), as execute_code's error.type; e.fix says what \
@@ -70,6 +73,8 @@ operation (answers: your justification per domain, {{"intent": ..., "alternative
 "why_not": ...}}], "choice": {{"method": ..., "rationale": ..., "tradeoffs": ...}}, "confidence": ...}}):
 {_RETRY}
 Justifications are cached; the same decision is not asked again.
+Workflows: workflows.list() offers guided tasks; workflows.start(name, **inputs) gives one step at a time, \
+its next_action the exact call to make next.
 {_PATHS}
 Limits per call: {settings.exec_timeout:g} s wall time (then the session's variables are reset), \
 {settings.memory_mb} MiB memory, {settings.output_limit} characters of output.

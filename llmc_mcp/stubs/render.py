@@ -32,6 +32,7 @@ from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS, MIN_WORDS
 from llmc_mcp.reflection.specs import DOMAINS
+from llmc_mcp.sandbox.images import MAX_IMAGES, ShownImages
 
 REFLECTION_FUNCTIONS = ("persist", "prompt", "report")
 
@@ -80,6 +81,8 @@ class StubSet:
         lines.append(
             f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}; exceptions ReflectionRequired, ApiError"
         )
+        functions["show"] = _render_show()
+        lines.append(f"- show(image, ...): look at raster.preview results (at most {MAX_IMAGES} a call)")
         index = _template("index.md.tmpl").substitute(lines="\n".join(lines))
         return cls(modules, functions, index.strip())
 
@@ -196,7 +199,8 @@ def _render_function(op: Operation, renderer: _Renderer) -> str:
     params = []
     described = []
     for name, param in op.signature.parameters.items():
-        text = f"{name}: {renderer.annotation(op.hints[name])}"
+        stars = "**" if param.kind is inspect.Parameter.VAR_KEYWORD else ""
+        text = f"{stars}{name}: {renderer.annotation(op.hints[name])}"
         if param.default is not inspect.Parameter.empty:
             text += f" = {param.default!r}"
         params.append(text)
@@ -325,6 +329,17 @@ def _extract_function(source: str, namespace: str, name: str) -> str:
     names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
     head = f"from typing import {', '.join(names)}\n" if names else ""
     return f"{head}{body}\n"
+
+
+def _render_show() -> str:
+    """The stub of the ``show`` builtin, from the function the sandbox binds (signature and docstring)."""
+    show = ShownImages().function()
+    params = ", ".join(
+        f"{'*' if p.kind is inspect.Parameter.VAR_POSITIONAL else ''}{p.name}: {p.annotation}"
+        for p in inspect.signature(show).parameters.values()
+    )
+    doc = textwrap.indent(inspect.cleandoc(show.__doc__ or ""), "    ").lstrip()
+    return f'from typing import Any\n\n\ndef show({params}) -> None:\n    """{doc}\n    """\n'
 
 
 EXAMPLE_RESAMPLING = {"method": "bilinear", "data": "continuous", "purpose": "warping"}

@@ -1,0 +1,467 @@
+"""Running workflows: start, submit, state. Trusted server code; states live in :mod:`.state`.
+
+The engine hands out one step at a time and keeps everything else: the saved answers, where the run
+stands, and the definition as it was when the run started (a user editing the file meanwhile does not
+pull the floor from under a run). A submitted answer is checked completely before anything is kept:
+its kind, the justification of a ``requires`` step (exactly as the gate validates one, tied to the
+decision the later operation will make), and that the run can go on with it (a ``foreach`` over it
+needs a list, a branch condition must render). Every problem comes back at once and the step stands;
+only an answer that passes is saved, its justification stored as the gate stores one, and the run
+advanced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
+from llmc_mcp.operations.models import (
+    ToolCall,
+    WorkflowDescription,
+    WorkflowInput,
+    WorkflowList,
+    WorkflowProblem,
+    WorkflowProgress,
+    WorkflowStepInfo,
+    WorkflowSummary,
+)
+from llmc_mcp.reflection.gate import Gate
+from llmc_mcp.reflection.schema import Justification, validate_justification
+from llmc_mcp.reflection.specs import check_facts
+from llmc_mcp.reflection.store import Record
+from llmc_mcp.workflows.definitions import Catalog, Step, Workflow, load_catalog
+from llmc_mcp.workflows.state import StateStore, WorkflowState
+from llmc_mcp.workflows.templates import TemplateError, lookup, parse_ref, render, render_value
+from llmc_mcp.workflows.validate import successors
+from llmc_mcp.workspace import Workspace
+
+Face = Literal["code", "classic"]
+MAX_ANSWER_CHARS = 64_000
+MAX_INPUT_CHARS = 4_000
+MAX_LIST_ITEMS = 50
+JUSTIFICATION_SHAPE = (
+    '{"intent": ..., "alternatives": [{"method": ..., "why_not": ...}], "choice": {"method": ..., '
+    '"rationale": ..., "tradeoffs": ...}, "confidence": "low"|"medium"|"high"}'
+)
+_ANSWER_WORDS = {
+    "text": "your answer as text",
+    "list": "a list of texts",
+    "number": "a number",
+    "justification": "a justification " + JUSTIFICATION_SHAPE,
+    "any": "any JSON value",
+}
+
+
+class AnswerInvalid(LlmcError):
+    """A submitted answer was refused; ``details["errors"]`` lists every problem. Nothing was saved."""
+
+    kind = "answer_invalid"
+
+
+class Engine:
+    """Workflows of one workspace, run for one face (whose calls ``next_action`` spells)."""
+
+    def __init__(self, workspace: Workspace, gate: Gate, *, face: Face, ttl_seconds: float):
+        self.workspace = workspace
+        self.gate = gate
+        self.face = face
+        self.states = StateStore(workspace.root / ".llmc" / "workflow-state", gate.store, ttl_seconds)
+        self.user_dir = workspace.root / ".llmc" / "workflows"
+
+    def catalog(self) -> Catalog:
+        """Read on every call: a user adds or fixes a file and the next list shows it, no restart."""
+        return load_catalog(self.user_dir)
+
+    def list(self) -> WorkflowList:
+        catalog = self.catalog()
+        return WorkflowList(
+            workflows=[_summary(w, w.name in catalog.builtin) for w in catalog.workflows.values()],
+            skipped=[WorkflowProblem(file=p.file, step=p.step, problem=p.problem) for p in catalog.problems],
+        )
+
+    def describe(self, name: str) -> WorkflowDescription:
+        catalog = self.catalog()
+        workflow = _find(catalog, name)
+        return WorkflowDescription(
+            name=workflow.name,
+            description=workflow.description,
+            builtin=workflow.name in catalog.builtin,
+            inputs=_inputs(workflow),
+            steps=[_step_info(workflow, step) for step in workflow.steps],
+        )
+
+    def start(self, name: str, inputs: Mapping[str, Any], principal: str | None) -> WorkflowProgress:
+        workflow = _find(self.catalog(), name)
+        values = _check_inputs(workflow, inputs)
+        now = time.time()
+        state = WorkflowState(
+            principal=principal,
+            definition=workflow.model_dump(mode="json", by_alias=True, exclude_none=True),
+            inputs=values,
+            saved={},
+            step=workflow.steps[0].id,
+            created=now,
+            updated=now,
+            expires=now + self.states.ttl,
+        )
+        problems = _enter(workflow, state, workflow.steps[0])
+        if problems:
+            raise InvalidArgument(f"{name} cannot start: " + "; ".join(problems), fix="Check the inputs.")
+        state_id = self.states.create(state)
+        return self._progress(workflow, state_id, state)
+
+    def state(self, state_id: str, principal: str | None) -> WorkflowProgress:
+        state = self.states.load(state_id, principal)
+        return self._progress(_definition(state), state_id, state)
+
+    def requirement(
+        self, state_id: str, answer: Any, step: str | None, principal: str | None
+    ) -> dict[str, Any] | None:
+        """The operation and arguments whose facts the current step's justification is scoped by.
+
+        The caller (the session's worker) runs that operation's checks to read the facts from the
+        data, as it does before every gated call; None when the step justifies nothing or the answer
+        does not even name a choice (submit then reports why).
+        """
+        state = self.states.load(state_id, principal)
+        workflow = _definition(state)
+        current = _current(workflow, state, step)
+        if current.requires is None:
+            return None
+        try:
+            args = _requirement_args(current, _values(state, current), answer)
+        except TemplateError:
+            return None
+        return {"operation": current.requires.operation, "args": args}
+
+    def submit(
+        self,
+        state_id: str,
+        answer: Any,
+        step: str | None,
+        principal: str | None,
+        facts: Mapping[str, Any] | None = None,
+        check_problem: str | None = None,
+    ) -> WorkflowProgress:
+        """Check ``answer`` for the current step completely; if it passes, keep it and move on."""
+        with self.states.locked():
+            state = self.states.load(state_id, principal)
+            workflow = _definition(state)
+            current = _current(workflow, state, step)
+            values = _values(state, current)
+            problems = _answer_problems(current.answer_kind, answer)
+            record = None
+            if current.requires is not None and not problems:
+                record = self._justified(current, values, answer, facts, check_problem, problems)
+            if not problems:
+                problems += _advance(workflow, state, current, answer)
+            if problems:
+                raise AnswerInvalid(
+                    f"The answer to step {current.id!r} was not accepted: " + "; ".join(problems),
+                    fix=f"Nothing was saved; the step stands. Correct every listed problem and submit again "
+                    f"({self._next_action(state_id, current, answer_kind=current.answer_kind)}).",
+                    details={"errors": problems, "step": current.id},
+                )
+            if record is not None:
+                # The same decision justified meanwhile: the later call is a hit either way.
+                with contextlib.suppress(RecordExists):
+                    self.gate.store.put(record)
+            state.updated = time.time()
+            state.expires = state.updated + self.states.ttl
+            self.states.save(state_id, state)
+        return self._progress(workflow, state_id, state)
+
+    def _justified(
+        self,
+        step: Step,
+        values: dict[str, Any],
+        answer: Any,
+        facts: Mapping[str, Any] | None,
+        check_problem: str | None,
+        problems: list[str],
+    ) -> Record | None:
+        """The record the gate would store for this answer, or None with ``problems`` filled in."""
+        from llmc_mcp.operations import get_operation
+
+        requirement = step.requires
+        assert requirement is not None
+        op = get_operation(requirement.operation)
+        try:
+            raw = _requirement_args(step, values, answer)
+            args = op.validate(raw)
+        except (TemplateError, LlmcError) as exc:
+            problems.extend(_justification_errors(answer))
+            problems.append(f"{requirement.operation} cannot be set up from this answer: {exc}")
+            return None
+        if check_problem:
+            problems.extend(_justification_errors(answer))
+            problems.append(f"{requirement.operation} refuses these arguments: {check_problem}")
+            return None
+        decisions = [d for d in op.decisions(args, check_facts(facts)) if d.domain == requirement.domain]
+        if not decisions:
+            # This choice is not a consequential one for the operation (a lossless compression): the
+            # answer is kept as reasoning, but there is no decision to store it for.
+            problems.extend(_justification_errors(answer))
+            return None
+        decision = decisions[0]
+        template = self.gate.prompts.get(decision.prompt)
+        try:
+            valid = validate_justification(answer, decision, template.render(decision.args))
+        except LlmcError as exc:
+            problems.extend(exc.details.get("errors") or [exc.message])
+            return None
+        return Record(
+            key=self.gate.key(decision),
+            domain=decision.domain,
+            operation=op.qualname,
+            prompt=decision.prompt,
+            prompt_args=decision.args,
+            prompt_hash=template.hash,
+            justification=valid,
+        )
+
+    def _progress(self, workflow: Workflow, state_id: str, state: WorkflowState) -> WorkflowProgress:
+        common = {"workflow": workflow.name, "state_id": state_id, "total_steps": len(workflow.steps)}
+        if state.complete or state.step is None:
+            return WorkflowProgress(
+                **common, complete=True, step=None, step_index=None, item=None, items=None,
+                instruction=None, answer=None, next_action=None, results=dict(state.saved),
+            )  # fmt: skip
+        step = workflow.step(state.step)
+        values = _values(state, step)
+        instruction = render(step.instruction, values)
+        if step.requires is not None:
+            instruction += (
+                f"\n\nAnswer with a justification ({step.requires.domain}): {JUSTIFICATION_SHAPE}; "
+                "choice.method is the value you choose. Each text field in your own words."
+            )
+        items = _items(state, step)
+        return WorkflowProgress(
+            **common,
+            complete=False,
+            step=step.id,
+            step_index=workflow.index(step.id) + 1,
+            item=state.item + 1 if items is not None else None,
+            items=len(items) if items is not None else None,
+            instruction=instruction,
+            answer=step.answer_kind,
+            next_action=self._next_action(state_id, step, answer_kind=step.answer_kind),
+            results=None,
+        )
+
+    def _next_action(self, state_id: str, step: Step, *, answer_kind: str) -> str | ToolCall:
+        if self.face == "code":
+            call = f"workflows.submit({state_id!r}, answer, step={step.id!r})"
+            return f"{call}  # answer: {_ANSWER_WORDS[answer_kind]}"
+        return ToolCall(
+            tool="workflow_submit",
+            arguments={"state_id": state_id, "step": step.id, "answer": f"<{_ANSWER_WORDS[answer_kind]}>"},
+        )
+
+
+def _find(catalog: Catalog, name: object) -> Workflow:
+    workflow = catalog.workflows.get(str(name))
+    if workflow is None:
+        raise NotFound(
+            f"No workflow named {str(name)[:100]!r}.",
+            fix=f"Known: {', '.join(sorted(catalog.workflows))} (workflows.list() describes them).",
+        )
+    return workflow
+
+
+def _definition(state: WorkflowState) -> Workflow:
+    return Workflow.model_validate(state.definition)
+
+
+def _current(workflow: Workflow, state: WorkflowState, step: str | None) -> Step:
+    if state.complete or state.step is None:
+        raise InvalidArgument(
+            f"The workflow {workflow.name} is already complete; it takes no more answers.",
+            fix="Read its results with workflows.state(state_id), or start a new run.",
+        )
+    current = workflow.step(state.step)
+    if step is not None and step != current.id:
+        done = step in {s.id for s in workflow.steps}
+        raise InvalidArgument(
+            f"Out of order: the answer is for step {str(step)[:64]!r}, but the workflow waits for step "
+            f"{current.id!r}" + ("." if done else f" ({str(step)[:64]!r} is no step of {workflow.name})."),
+            fix=f"Answer step {current.id!r} (workflows.state shows its instruction). Nothing was saved.",
+        )
+    return current
+
+
+def _values(state: WorkflowState, step: Step) -> dict[str, Any]:
+    values: dict[str, Any] = {**state.inputs, **state.saved}
+    items = _items(state, step)
+    if items is not None and state.item < len(items):
+        values[step.as_] = items[state.item]
+    return values
+
+
+def _items(state: WorkflowState, step: Step) -> list[Any] | None:
+    if step.foreach is None:
+        return None
+    items = lookup(parse_ref(step.foreach), {**state.inputs, **state.saved})
+    return items if isinstance(items, list) else None
+
+
+def _requirement_args(step: Step, values: dict[str, Any], answer: Any) -> dict[str, Any]:
+    assert step.requires is not None
+    scope = {**values, "answer": answer}
+    return {name: render_value(value, scope) for name, value in step.requires.args.items()}
+
+
+def _enter(workflow: Workflow, state: WorkflowState, step: Step) -> list[str]:
+    """Make ``step`` the current one; problems if it cannot be asked (its foreach has no items)."""
+    state.step, state.item, state.answers = step.id, 0, []
+    if step.foreach is None:
+        return []
+    try:
+        items = lookup(parse_ref(step.foreach), {**state.inputs, **state.saved})
+    except TemplateError as exc:
+        return [f"step {step.id!r} cannot be asked: {exc}"]
+    if not isinstance(items, list) or not items:
+        shown = "an empty list" if isinstance(items, list) else f"not a list ({type(items).__name__})"
+        return [f"step {step.id!r} is asked once per item of {step.foreach}, which is {shown}"]
+    return []
+
+
+def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any) -> list[str]:
+    """Keep ``answer`` in ``state`` and move on; problems (state then unusable) if it cannot go on."""
+    items = _items(state, step)
+    if items is not None:
+        state.answers.append(answer)
+        state.item += 1
+        if state.item < len(items):
+            return []
+        answer = list(state.answers)
+    if step.save is not None:
+        state.saved[step.save] = answer
+    if step.complete:
+        state.complete, state.step, state.item, state.answers = True, None, 0, []
+        return []
+    target = _choose(workflow, step, {**state.inputs, **state.saved})
+    if isinstance(target, list):
+        return target
+    return _enter(workflow, state, workflow.step(target))
+
+
+def _choose(workflow: Workflow, step: Step, values: dict[str, Any]) -> str | list[str]:
+    if not isinstance(step.next, list):
+        return successors(workflow, step)[0]
+    for branch in step.next:
+        if branch.if_ is None:
+            return branch.goto
+        try:
+            rendered = render(branch.if_.value, values)
+        except TemplateError as exc:
+            return [f"the next step cannot be chosen: {exc}"]
+        if branch.if_.holds(rendered):
+            return branch.goto
+    return [f"step {step.id!r}: no branch applies"]  # validation requires a default branch
+
+
+def _answer_problems(kind: str, answer: Any) -> list[str]:
+    try:
+        size = len(json.dumps(answer, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return ["answer: not JSON data (text, numbers, lists and objects only)"]
+    if size > MAX_ANSWER_CHARS:
+        return [f"answer: {size} characters serialized, the limit is {MAX_ANSWER_CHARS}; summarize"]
+    if kind == "text" and not (isinstance(answer, str) and answer.strip()):
+        return [f"answer: must be non-empty text, got {_kind(answer)}"]
+    if kind == "number" and (isinstance(answer, bool) or not isinstance(answer, int | float)):
+        return [f"answer: must be a number, got {_kind(answer)}"]
+    if kind == "list":
+        if not isinstance(answer, list) or not answer:
+            return [f"answer: must be a non-empty list of texts, got {_kind(answer)}"]
+        problems = [f"answer[{i}]: must be non-empty text, got {_kind(item)}" for i, item in enumerate(answer)
+                    if not (isinstance(item, str) and item.strip())]  # fmt: skip
+        if len(answer) > MAX_LIST_ITEMS:
+            problems.append(f"answer: {len(answer)} items, at most {MAX_LIST_ITEMS}")
+        return problems
+    if kind == "justification" and not isinstance(answer, dict):
+        return [f"answer: must be a justification object {JUSTIFICATION_SHAPE}, got {_kind(answer)}"]
+    return []
+
+
+def _justification_errors(answer: Any) -> list[str]:
+    """The schema errors of a justification, for answers refused before the decision is known."""
+    from pydantic import ValidationError
+
+    try:
+        Justification.model_validate(answer)
+    except ValidationError as exc:
+        return [
+            f"{'.'.join(str(p) for p in err['loc']) or 'justification'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        ]
+    return []
+
+
+def _check_inputs(workflow: Workflow, inputs: Mapping[str, Any]) -> dict[str, str]:
+    declared = {spec.name for spec in workflow.inputs}
+    problems = [f"{name}: unknown input" for name in sorted(set(inputs) - declared)]
+    problems += [f"{name}: required" for name in sorted(declared - set(inputs))]
+    for name, value in inputs.items():
+        if name in declared and not (isinstance(value, str) and value.strip()):
+            problems.append(f"{name}: must be non-empty text, got {_kind(value)}")
+        elif name in declared and len(value) > MAX_INPUT_CHARS:
+            problems.append(f"{name}: {len(value)} characters, at most {MAX_INPUT_CHARS}")
+    if problems:
+        wanted = ", ".join(f"{s.name} ({s.description})" for s in workflow.inputs) or "none"
+        raise InvalidArgument(
+            f"{workflow.name}: " + "; ".join(problems),
+            fix=f"Its inputs: {wanted}.",
+            details={"errors": problems},
+        )
+    return {name: str(inputs[name]) for name in declared}
+
+
+def _inputs(workflow: Workflow) -> list[WorkflowInput]:
+    return [WorkflowInput(name=s.name, description=s.description) for s in workflow.inputs]
+
+
+def _summary(workflow: Workflow, builtin: bool) -> WorkflowSummary:
+    return WorkflowSummary(
+        name=workflow.name,
+        description=workflow.description,
+        builtin=builtin,
+        inputs=_inputs(workflow),
+        steps=len(workflow.steps),
+    )
+
+
+def _step_info(workflow: Workflow, step: Step) -> WorkflowStepInfo:
+    requires = step.requires
+    return WorkflowStepInfo(
+        id=step.id,
+        instruction=step.instruction,
+        answer=step.answer_kind,
+        save=step.save,
+        foreach=step.foreach,
+        requires=f"{requires.domain} via {requires.operation}" if requires is not None else None,
+        next=successors(workflow, step),
+        complete=step.complete,
+    )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def local_engine(workspace: Workspace, face: Face, ttl_seconds: float = 7 * 24 * 3600.0) -> Engine:
+    """An engine with this workspace's own gate (store and prompts), for work done in-process."""
+    from llmc_mcp.reflection.prompts import PromptLibrary
+    from llmc_mcp.reflection.store import JustificationStore
+
+    gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
+    return Engine(workspace, gate, face=face, ttl_seconds=ttl_seconds)
