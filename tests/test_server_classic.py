@@ -24,6 +24,7 @@ OPERATION_TOOLS = [
     "raster_calc",
     "raster_convert",
     "raster_info",
+    "raster_preview",
     "raster_reproject",
     "raster_sample",
     "raster_stats",

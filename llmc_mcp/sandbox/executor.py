@@ -27,6 +27,7 @@ from RestrictedPython import compile_restricted_eval, compile_restricted_exec
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 
 from llmc_mcp.sandbox.bindings import ApiError, ReflectionRequired
+from llmc_mcp.sandbox.images import ShownImages
 from llmc_mcp.sandbox.policy import (
     STDLIB_MODULES,
     ModuleProxy,
@@ -86,25 +87,36 @@ class Session:
         self._api_modules = dict(api_modules)
         self._importable = {**{name: stdlib_proxy(name) for name in STDLIB_MODULES}, **self._api_modules}
         self.output_limit = output_limit
+        self._shown = ShownImages()
         self.reset()
 
     def reset(self) -> None:
         self._classes = SandboxClasses()
         builtins = build_builtins(make_import_hook(self._importable), self._classes)
         builtins["ApiError"] = ApiError
+        builtins["show"] = self._shown.function()
         self.globals: dict[str, Any] = {"__builtins__": builtins, "__name__": "agent", **self._api_modules}
 
     def execute(self, code: str) -> dict[str, Any]:
         """Run one cell; the answer is plain, bounded data that always encodes as JSON and UTF-8.
 
         It always answers: an exception escaping here would end the worker, and with it the session.
+        Images the code attached with ``show()`` come under ``images``, also when the code then failed:
+        the agent sees what it showed before the error.
         """
+        self._shown.clear()
         try:
-            return _clean(self._execute(code))
+            return _clean(self._with_images(self._execute(code)))
         except MemoryError:
-            return _clean(self._out_of_memory(None))
+            return _clean(self._with_images(self._out_of_memory(None)))
         except Exception as exc:
-            return _clean(_failure(type(exc).__name__, _safe_str(exc), "", 0))
+            return _clean(self._with_images(_failure(type(exc).__name__, _safe_str(exc), "", 0)))
+
+    def _with_images(self, result: dict[str, Any]) -> dict[str, Any]:
+        images = self._shown.take()
+        if images:
+            result["images"] = images
+        return result
 
     def _execute(self, code: str) -> dict[str, Any]:
         refused = check_code(code)

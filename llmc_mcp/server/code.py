@@ -16,14 +16,14 @@ import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
 from llmc_mcp.server.base import LlmcServer, serve_tools_only
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
-from llmc_mcp.server.results import error_result, exception_result
+from llmc_mcp.server.results import error_result, exception_result, without_inline_images
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments
 from llmc_mcp.server.sessions import SessionHandles, run_with_handle, worker_lifespan
@@ -128,8 +128,15 @@ def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
     """Compact text for the model (stdout, then the value or the error); the same data structured.
 
     Both printed output and the returned value are capped at ``output_limit`` characters, each
-    with an explicit marker saying how much was cut.
+    with an explicit marker saying how much was cut. Images the code attached with ``show()`` follow
+    the text as image content; the structured result keeps their sizes only, and a base64 PNG printed
+    or returned is cut out of both (:func:`without_inline_images`).
     """
+    images = result.pop("images", [])
+    result["stdout"] = without_inline_images(result["stdout"])
+    result["result"] = without_inline_images(result["result"])
+    if images:
+        result["images"] = [{k: v for k, v in image.items() if k != "data"} for image in images]
     dropped = result.pop("stdout_dropped", 0)
     if dropped:
         result["stdout"] += (
@@ -151,8 +158,11 @@ def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
         parts.append(rendered)
     elif not result["ok"]:
         parts.append(json.dumps(_error_text(result), ensure_ascii=False, default=str))
+    if images:
+        parts.append(f"[{len(images)} image{'s' if len(images) > 1 else ''} attached by show()]")
+    attached = [ImageContent(type="image", data=i["data"], mime_type=i["mime_type"]) for i in images]
     return CallToolResult(
-        content=[_text("\n".join(parts) or "(no output)")],
+        content=[_text("\n".join(parts) or "(no output)"), *attached],
         structured_content=result,
         is_error=not result["ok"],
     )

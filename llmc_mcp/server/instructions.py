@@ -59,8 +59,7 @@ read_stubs("raster.reproject") shows types, result shapes and docs. execute_code
 Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
 Without a protocol session (stateless HTTP) each result carries a session handle: pass it back as \
 execute_code(code, session=...) to keep the variables. \
-Print summaries, keep data in variables. The last expression's value is returned; \
-show(raster.preview(path)) shows you a raster as an image.
+Print summaries, keep data in variables. The last expression's value is returned.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
 datetime. No files or network except through the API.
 Errors raise ApiError: e.type is its kind ("not_found"...), as execute_code's error.type; e.fix says what \

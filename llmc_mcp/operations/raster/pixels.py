@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from rasterio.enums import MaskFlags, Resampling
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
@@ -26,11 +27,19 @@ def read_valid(
     bands: int | Sequence[int],
     window: Window | None = None,
     out_shape: tuple[int, int] | None = None,
+    resampling: Resampling = Resampling.nearest,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The stored values of ``bands`` in ``window`` and a same-shaped mask of the valid ones."""
+    """The stored values of ``bands`` in ``window`` and a same-shaped mask of the valid ones.
+
+    ``out_shape`` decimates through GDAL (overviews where the file has them) with ``resampling``; GDAL's
+    average leaves invalid pixels out, and a decimated pixel is valid when any pixel it covers is.
+    """
     indexes = bands if isinstance(bands, int) else list(bands)
+    # Bands GDAL says are all valid need no mask read: it would only be a window of 255s to decode.
+    listed = [indexes] if isinstance(indexes, int) else indexes
+    masked = any(ds.mask_flag_enums[band - 1] != [MaskFlags.all_valid] for band in listed)
     try:
-        data = ds.read(indexes, window=window, out_shape=out_shape, masked=True)
+        data = ds.read(indexes, window=window, out_shape=out_shape, resampling=resampling, masked=masked)
     except GDAL_ERRORS as exc:
         shown = ctx.workspace.relative(Path(ds.name))
         which = f"band {indexes}" if isinstance(indexes, int) else f"bands {indexes}"
