@@ -6,6 +6,7 @@ a clone runs the whole suite with nothing outside the repository.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
+from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.reflection.store import STATE_DIR_ENV
 from llmc_mcp.workspace import Workspace
 
@@ -44,6 +46,37 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         os.environ.pop(STATE_DIR_ENV, None)
     else:
         os.environ[STATE_DIR_ENV] = previous
+
+
+_RECORDS_CHECKED: list[int] = []
+
+
+@pytest.fixture(autouse=True, scope="session")
+def every_provenance_record_conforms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the run, every provenance record any test wrote is checked against the manifest format.
+
+    Guards against a record that only the provenance tests look at: reprojections, conversions,
+    terrain and hydrology outputs written by other tests get theirs checked too. The count is shown in
+    the run's summary.
+    """
+    yield
+    bad = {}
+    records = sorted(tmp_path_factory.getbasetemp().rglob("*.provenance.json"))
+    for path in records:
+        try:
+            found = problems(json.loads(path.read_text(encoding="utf-8")))
+        except ValueError as exc:
+            found = [f"not JSON: {exc}"]
+        if found:
+            bad[str(path)] = found
+    _RECORDS_CHECKED.append(len(records))
+    assert not bad, bad
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _RECORDS_CHECKED:
+        count = _RECORDS_CHECKED[0]
+        terminalreporter.write_line(f"provenance records checked against the manifest format: {count}")
 
 
 @pytest.fixture

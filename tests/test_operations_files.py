@@ -242,12 +242,13 @@ async def test_remove_deletes_an_output_and_its_sidecars_and_frees_its_quota(
         assert not refused["ok"] and refused["error"]["type"] == "quota_exceeded"
         assert "files.remove" in refused["error"]["fix"], "the refusal does not say how to free the quota"
         output = workspace_dir / "out" / "a.tif"
-        size = output.stat().st_size
+        size = output.stat().st_size + Path(f"{output}.provenance.json").stat().st_size  # as committed
         shutil.copy(DATA / "float_nan.tif", f"{output}.ovr")  # as GDAL leaves them beside a raster
         Path(f"{output}.aux.xml").write_text("<PAMDataset/>")
         removed = await call(client, mode, "files.remove", path="out/a.tif")
         assert removed["ok"], removed
-        assert removed["result"]["removed"] == ["out/a.tif", "out/a.tif.aux.xml", "out/a.tif.ovr"]
+        sidecars = ["out/a.tif.aux.xml", "out/a.tif.ovr", "out/a.tif.provenance.json"]
+        assert removed["result"]["removed"] == ["out/a.tif", *sidecars]
         assert removed["result"]["freed_bytes"] == size
         assert (removed["result"]["session_bytes"], removed["result"]["session_files"]) == (0, 0)
         assert sorted(p.name for p in (workspace_dir / "out").iterdir()) == []

@@ -96,6 +96,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace", type=Path, default=None, help="Existing workspace (default: current dir)."
     )
     report.add_argument("--json", action="store_true", help="Print JSON records instead of a summary.")
+
+    provenance = commands.add_parser("provenance", help="Trace files by their provenance records.")
+    provenance_commands = provenance.add_subparsers(
+        dest="provenance_command", metavar="ACTION", required=True
+    )
+    lineage = provenance_commands.add_parser(
+        "lineage", help="Walk a file back to its originals by content (SHA-256), through the records."
+    )
+    lineage.add_argument("file", type=Path, help="A file in the workspace.")
+    lineage.add_argument(
+        "--workspace", type=Path, default=None, help="Existing workspace (default: current dir)."
+    )
+    lineage.add_argument("--json", action="store_true", help="Print the lineage as JSON.")
+    validate = provenance_commands.add_parser(
+        "validate", help="Check provenance records (any producer's) against the manifest format."
+    )
+    validate.add_argument("records", type=Path, nargs="+", help="*.provenance.json files.")
     return parser
 
 
@@ -159,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         return _stubs(args)
     if args.command == "justifications":
         return _justifications(args)
+    if args.command == "provenance":
+        return _lineage(args) if args.provenance_command == "lineage" else _validate_records(args)
     if args.command == "demo":
         return _demo(args)
     parser.print_help()
@@ -270,3 +289,49 @@ def _justifications(args: argparse.Namespace) -> int:
             f"{r.justification.confidence:<6} {r.operation}"
         )
     return 0
+
+
+def _lineage(args: argparse.Namespace) -> int:
+    from llmc_mcp.errors import LlmcError
+    from llmc_mcp.provenance.lineage import lineage
+    from llmc_mcp.workspace import Workspace
+
+    workspace = Workspace(_existing_workspace(args.workspace or Path.cwd()))
+    target = args.file if args.file.is_absolute() else Path.cwd() / args.file
+    try:
+        name = target.resolve().relative_to(workspace.root).as_posix()
+        walked = lineage(workspace, name)
+    except ValueError:
+        _fail(f"{args.file} is not inside the workspace {workspace.root}; pass --workspace.")
+    except LlmcError as exc:
+        _fail(f"{exc.message} {exc.fix or ''}".strip())
+    if args.json:
+        print(walked.model_dump_json(indent=1))
+        return 0
+    for step in walked.steps:
+        made_from = ", ".join(step.inputs) or "nothing"
+        print(f"{step.path}  <- {step.operation} ({step.finished_at}) <- {made_from}")
+    for original in walked.originals:
+        print(f"{original}  original (no record claims its bytes)")
+    for stop in walked.stops:
+        print(f"{stop.path}  stopped: {stop.reason}")
+    for ignored in walked.ignored_records:
+        print(f"{ignored}  ignored (unreadable or not a conforming record)")
+    return 0
+
+
+def _validate_records(args: argparse.Namespace) -> int:
+    from llmc_mcp.provenance.conformance import problems
+
+    failed = False
+    for path in args.records:
+        try:
+            found = problems(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            found = [f"unreadable: {exc}"]
+        for problem in found:
+            print(f"{path}: {problem}")
+        if not found:
+            print(f"{path}: conforms")
+        failed = failed or bool(found)
+    return 1 if failed else 0

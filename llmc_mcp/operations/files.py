@@ -28,6 +28,7 @@ from llmc_mcp.errors import LlmcError, PathRefused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import GDAL_ERRORS, open_for_read, translate_gdal_error
 from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary, RemovedFile
+from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.workspace import RESERVED_DIRS, check_relative_name
 
 MAX_ENTRIES = 1000
@@ -57,7 +58,7 @@ def remove(
         str, Field(description="Workspace-relative file llmc-mcp wrote, e.g. 'out/rgb_4326.tif'.")
     ],
 ) -> RemovedFile:
-    """Delete a file llmc-mcp wrote in this workspace, with its sidecars (.aux.xml, .ovr, .msk).
+    """Delete a file llmc-mcp wrote in this workspace, with its sidecars (.aux.xml, .ovr, .msk, its record).
 
     Only files that ``files.list`` marks ``written_by_llmc`` are accepted: outputs of raster.reproject
     or raster.convert that nobody has replaced or modified since. A file the user put there, a file
@@ -219,6 +220,7 @@ def _entry(
     raster, refused = None, None if followed else _LINK_REFUSED
     if summarise:
         raster, refused = _summary(ctx, name)
+    record = f"{entry.path}{RECORD_SUFFIX}"
     return FileEntry(
         name=name,
         size_bytes=info.st_size,
@@ -226,7 +228,12 @@ def _entry(
         written_by_llmc=owned,
         raster=raster,
         refused=refused,
+        provenance=f"{name}{RECORD_SUFFIX}" if not entry.is_symlink() and os.path.isfile(record) else None,
     )
+
+
+def _is_record_of_a_file(entry: os.DirEntry) -> bool:
+    return entry.name.endswith(RECORD_SUFFIX) and os.path.isfile(entry.path[: -len(RECORD_SUFFIX)])
 
 
 def _note(start: str, exists: bool, truncated: int, stopped: bool, skipped: int) -> str | None:
@@ -297,6 +304,9 @@ def list(
         )
     exists = start.is_dir()
     found, stopped = _walk(root, start, glob, recursive) if exists else ([], False)
+    # A provenance record belongs to the file beside it (it goes with it on replace and remove): shown
+    # on that file's entry, not as a file of its own, unless the file it describes is gone.
+    found = [item for item in found if not _is_record_of_a_file(item[1])]
     found.sort(key=lambda item: item[0])
     shown = found[:MAX_ENTRIES]
     assert ctx.outputs is not None

@@ -8,25 +8,34 @@ it without the gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from llmc_mcp.operations.catalog import Operation, OperationContext
 from llmc_mcp.operations.gdal_env import gdal_env
+from llmc_mcp.provenance.capture import capture
 
 
 class GateLike(Protocol):
     """The local :class:`~llmc_mcp.reflection.gate.Gate`, or the worker's proxy to the server's."""
 
-    def require(self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]) -> None: ...
+    def require(self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]) -> Sequence[Any]:
+        """The records justifying ``op``'s decisions (model or plain dict), or ReflectionRequired."""
+        ...
 
 
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
+    """Validate, check, gate and run; an operation that writes is captured for its outputs' records."""
     args = op.validate(raw_args)
-    with gdal_env(ctx):
+    with gdal_env(ctx), capture(op.qualname, args) as invocation:
         facts = op.check(ctx, args)
         if op.reflection:
-            gate.require(op, args, facts)
+            records = gate.require(op, args, facts)
+            invocation.justifications = [_plain(record) for record in records]
         return op.run(ctx, args)
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    return record.model_dump(mode="json", exclude={"digest"}) if isinstance(record, BaseModel) else dict(record)

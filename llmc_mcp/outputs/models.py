@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 
 MiB = 1024 * 1024
-SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk")
-"""Files GDAL may write beside a GeoTIFF that belong to it; moved (or removed) with it on commit."""
+SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".provenance.json")
+"""Files beside a GeoTIFF that belong to it (GDAL's, and its provenance record); moved (or removed) with
+it on commit, so a replaced output never keeps the old one's."""
 
 
 class QuotaExceeded(LlmcError):

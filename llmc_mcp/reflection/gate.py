@@ -132,10 +132,24 @@ class Gate:
         facts: Mapping[str, str] | None = None,
         *,
         session: str | None = None,
-    ) -> None:
+    ) -> list[Record]:
+        """The records that justify every decision of ``op``, or ReflectionRequired for those missing."""
         hints = self.check(op, args, facts=facts, session=session)
         if hints:
             raise ReflectionRequired(hints, self.next_action)
+        return self.justifications(op, args, facts)
+
+    def justifications(
+        self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str] | None = None
+    ) -> list[Record]:
+        """The stored records behind the decisions of ``op`` that have one: the reasons its outputs'
+        provenance records give (:mod:`llmc_mcp.provenance`)."""
+        found = []
+        for decision in op.decisions(args, facts):
+            record = self.store.get(decision.domain, self.key(decision))
+            if record is not None:
+                found.append(record)
+        return found
 
     def persist(
         self, hash: object, domain: object, justification: object, *, session: str | None = None

@@ -75,12 +75,15 @@ class RemoteGate:
     def __init__(self, host: HostLink):
         self._host = host
 
-    def require(self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]) -> None:
+    def require(
+        self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
         request = {"operation": op.qualname, "args": dict(args), "facts": dict(facts)}
         answer = self._host.request("gate.check", request)
         hints = [gate_module.Hint.model_validate(h) for h in answer.get("hints", [])]
         if hints:
             raise gate_module.ReflectionRequired(hints, str(answer.get("next_action", "")))
+        return list(answer.get("justifications", []))
 
 
 def sandbox_error(exc: BaseException) -> ApiError:

@@ -51,6 +51,8 @@ from llmc_mcp.operations.gdal_env import (
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
+from llmc_mcp.provenance import capture as provenance_capture
+from llmc_mcp.provenance.record import write_beside
 
 GEOTIFF_SUFFIXES = (".tif", ".tiff")
 
@@ -147,6 +149,10 @@ def _write_atomically(
             messages.check()
         except (*GDAL_ERRORS, OSError, GdalComplaint) as exc:
             raise _write_error(ctx, exc, grant, limit, src_path, dst_path, tmp) from None
+        invocation = provenance_capture.current()
+        if invocation is not None:
+            # A sidecar of the temporary file: the commit moves it onto dst with the output.
+            write_beside(tmp, grant.dst, invocation)
         guard.commit(grant)
     except BaseException:
         # The server deletes the temporary file, its sidecars and the folders this write created.

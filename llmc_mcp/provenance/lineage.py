@@ -1,0 +1,127 @@
+"""From a file's bytes back to the originals it was made from, through the records beside outputs.
+
+A file is identified by its SHA-256, not its name: :func:`lineage` hashes it, finds the provenance
+record whose ``output.sha256`` claims those bytes, and walks each input the record lists the same
+way. The walk stops, and says why, where no record claims the bytes (an original, or a file made
+outside llmc-mcp), where an input is missing, or where an input's bytes are no longer those the
+record hashed (edited since). Records are workspace files like any other, so each is read bounded
+(size, count) and checked against the format (:mod:`.conformance`) before it is believed; input
+paths go through the workspace's path policy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmc_mcp.errors import LlmcError
+from llmc_mcp.operations.files import _compile, _walk
+from llmc_mcp.operations.models import Lineage, LineageStep, LineageStop
+from llmc_mcp.provenance.capture import sha256_of
+from llmc_mcp.provenance.conformance import problems
+from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.workspace import Workspace
+
+MAX_RECORD_BYTES = 1 << 20
+MAX_RECORDS = 5000
+MAX_STEPS = 200
+"""Files a walk visits at most: each is hashed, and a chain longer than this is not a lineage anyone
+reads to the end."""
+
+
+@dataclass(frozen=True)
+class _Claim:
+    record: str
+    content: dict[str, Any]
+
+
+def lineage(workspace: Workspace, name: str) -> Lineage:
+    """The steps that made ``name``, newest first, and where the walk back stopped."""
+    path = workspace.input_path(name, argument="path")
+    start = workspace.relative(path)
+    claims, ignored = _records(workspace)
+    steps: list[LineageStep] = []
+    stops: list[LineageStop] = []
+    originals: list[str] = []
+    seen: set[str] = set()
+    queue = deque([(start, sha256_of(path))])
+    while queue:
+        rel, digest = queue.popleft()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        if len(seen) > MAX_STEPS:
+            stops.append(LineageStop(path=rel, reason=f"the walk stopped after {MAX_STEPS} files"))
+            break
+        claim = claims.get(digest)
+        if claim is None:
+            originals.append(rel)
+            continue
+        inputs = claim.content.get("inputs", [])
+        steps.append(
+            LineageStep(
+                path=rel,
+                sha256=digest,
+                record=claim.record,
+                operation=claim.content["operation"],
+                finished_at=claim.content["finished_at"],
+                inputs=[item["path"] for item in inputs],
+            )
+        )
+        for item in inputs:
+            found = _follow(workspace, item)
+            if isinstance(found, LineageStop):
+                stops.append(found)
+            else:
+                queue.append(found)
+    return Lineage(
+        path=start,
+        sha256=sha256_of(path),
+        steps=steps,
+        originals=originals,
+        stops=stops,
+        ignored_records=ignored,
+    )
+
+
+def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | LineageStop:
+    """The input a record names, if its bytes are still those the record hashed."""
+    name = item["path"]
+    try:
+        path = workspace.input_path(name, argument="input")
+    except LlmcError as exc:
+        return LineageStop(path=name, reason=f"cannot be read: {exc.message}")
+    digest = sha256_of(path)
+    if digest != item["sha256"]:
+        return LineageStop(
+            path=name, reason="its bytes changed since the record was written (the SHA-256 differs)"
+        )
+    return workspace.relative(path), digest
+
+
+def _records(workspace: Workspace) -> tuple[dict[str, _Claim], list[str]]:
+    """Conforming records by the output digest they claim; the names of the records not believed."""
+    found, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)
+    claims: dict[str, _Claim] = {}
+    ignored: list[str] = []
+    for rel, entry in found[:MAX_RECORDS]:
+        content = _read(Path(entry.path))
+        digest = (content or {}).get("output", {}).get("sha256") if isinstance(content, dict) else None
+        if content is None or problems(content) or not isinstance(digest, str):
+            ignored.append(rel)
+            continue
+        claims.setdefault(digest, _Claim(rel, content))
+    return claims, ignored
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_RECORD_BYTES:
+            return None
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return content if isinstance(content, dict) else None
