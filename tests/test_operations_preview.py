@@ -120,6 +120,19 @@ def test_a_big_raster_is_never_read_at_full_resolution(ctx: OperationContext, wo
     assert peak < 4 * 1024 * 1024, peak
 
 
+def test_a_sidecar_overriding_the_georeferencing_does_not_stop_a_preview(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against refusing a picture for a reason that concerns positions only: an .aux.xml that
+    moves the grid changes nothing in the PNG of a 0..100 ramp."""
+    write(workspace_dir / "moved.tif", ramp_row())
+    (workspace_dir / "moved.tif.aux.xml").write_text(
+        "<PAMDataset><GeoTransform>600000.0, 20.0, 0.0, 5040000.0, 0.0, -20.0</GeoTransform></PAMDataset>"
+    )
+    result, image = preview(ctx, path="moved.tif")
+    assert image.size == (101, 1) and result["limits"] == [[2.0, 98.0]]
+
+
 # --- transparency ---------------------------------------------------------------------------------
 
 

@@ -80,7 +80,9 @@ def preview(
     are not 1 or 3 valid band numbers, or stretch 'none' on bands that are not uint8; raster_error if
     the pixels cannot be read.
     """
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    # A picture of the pixels does not depend on where they are: a sidecar overriding the file's
+    # georeferencing is no reason to refuse one.
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         indexes = _choose_bands(ds, bands, shown)
         table = _colour_table(ds, indexes[0]) if len(indexes) == 1 else None
