@@ -19,7 +19,7 @@ from affine import Affine
 from mcp import Client
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired
 from llmc_mcp.reflection.prompts import PromptLibrary
@@ -150,6 +150,38 @@ def test_align_refuses_to_write_over_like(ctx: OperationContext, workspace_dir: 
     write(workspace_dir / "like.tif", np.ones((4, 4), "float32"), grid(5))
     with pytest.raises(InvalidArgument, match="same file as like"):
         call(ALIGN, ctx, src="src.tif", like="like.tif", dst="like.tif")
+
+
+def sidecar(path: Path, transform: Affine) -> None:
+    """An .aux.xml whose geotransform overrides the file's own (GDAL would follow it silently)."""
+    gt = ", ".join(f"{v:.1f}" for v in transform.to_gdal())
+    Path(f"{path}.aux.xml").write_text(f"<PAMDataset><GeoTransform>{gt}</GeoTransform></PAMDataset>")
+
+
+def test_align_follows_neither_side_of_an_overriding_sidecar_unless_told(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against aligning onto a grid GDAL took from like's .aux.xml without saying so: refused
+    by default; with georeferencing='file' the output has the file's own 5 m grid."""
+    write(workspace_dir / "src.tif", np.full((4, 4), 2.0, "float32"), grid(10))
+    write(workspace_dir / "like.tif", np.zeros((8, 8), "float32"), grid(5))
+    sidecar(workspace_dir / "like.tif", grid(20, col=100))
+    with pytest.raises(RasterError, match=r"aux\.xml"):
+        call(ALIGN, ctx, src="src.tif", like="like.tif", dst="a.tif")
+    info = call(ALIGN, ctx, src="src.tif", like="like.tif", dst="a.tif", georeferencing="file")
+    assert tuple(info.transform) == tuple(grid(5))[:6]
+
+
+def test_merge_refuses_a_source_whose_sidecar_overrides_its_georeferencing(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against placing a tile where its .aux.xml says without saying so: the file and the
+    sidecar put b 1 km apart, so the mosaic refuses until told which to follow."""
+    halves(workspace_dir)
+    sidecar(workspace_dir / "b.tif", grid(10, col=100))
+    with pytest.raises(RasterError, match=r"aux\.xml"):
+        call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif")
+    assert call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", georeferencing="file").output.width == 15
 
 
 def test_align_asks_resampling_per_data_kind(gate: Gate, ctx: OperationContext, workspace_dir: Path) -> None:

@@ -14,32 +14,37 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
+from affine import Affine
 from pydantic import Field
+from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 
 from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import Compression, RasterInfo, Resampling
-from llmc_mcp.operations.raster.output import preflight_output, write_output
+from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
+from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
+from llmc_mcp.operations.raster.output import _check_src_dst, data_kind, write_output
 from llmc_mcp.operations.raster.reproject import WarpPlan, require_crs, warp_onto
 from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse an alignment that cannot run before the gate asks; the data kind and any change of CRS."""
-    _check_like_dst(ctx, args["like"], args["dst"])
-    facts = preflight_output(ctx, args, _plan_align)
+    policy = args["georeferencing"] or "refuse"
+    target, grid = _like_grid(ctx, args["like"], args["dst"], policy)
+    src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
+    options = {name: args[name] for name in ("resampling", "src_nodata", "dst_nodata", "compress")}
     with (
         gdal_env(ctx),
-        open_for_read(ctx, args["src"], "src") as source,
-        open_for_read(ctx, args["like"], "like") as like,
+        open_for_read(ctx, args["src"], "src", resolved=src_path, georeferencing=policy) as source,
     ):
-        if source.crs != like.crs:
+        _plan_align(ctx, source, target=target, grid=grid, **options)
+        facts = {"data": data_kind(source)}
+        if source.crs != target:
             # The CRS the output lands in, normalized as dst_crs is: a justification of that target
             # CRS given to raster.reproject is the same decision, and unlocks this one.
-            facts["crs"] = normalize_crs(like.crs.to_wkt(), "like")
+            facts["crs"] = normalize_crs(target.to_wkt(), "like")
     return facts
 
 
@@ -79,6 +84,7 @@ def align(
         Compression,
         Field(description="Output compression; JPEG/WEBP/LERC* are lossy and need a justification."),
     ] = "DEFLATE",
+    georeferencing: GeoreferencingChoice = None,
 ) -> RasterInfo:
     """Resample and reproject ``src`` onto exactly the grid of ``like``; returns the output's raster.info.
 
@@ -89,16 +95,22 @@ def align(
     asks for the resampling method for this kind of data, and for ``like``'s CRS when it is not
     ``src``'s (the same decision as raster.reproject into that CRS).
 
+    ``georeferencing`` applies to both src and like.
+
     Errors: invalid_argument when dst is src or like, or for a nodata value the data type cannot
-    hold; raster_error when src or like has no CRS, or reading/writing fails.
+    hold; raster_error when src or like has no CRS, a sidecar overrides the georeferencing of either
+    (pass georeferencing), or reading/writing fails.
     """
-    _check_like_dst(ctx, like, dst)
+    policy = georeferencing or "refuse"
+    target, grid = _like_grid(ctx, like, dst, policy)
     return write_output(
         ctx,
         src,
         dst,
         _plan_align,
-        like=like,
+        georeferencing=policy,
+        target=target,
+        grid=grid,
         resampling=resampling,
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,
@@ -106,26 +118,42 @@ def align(
     )
 
 
-def _plan_align(
-    ctx: OperationContext,
-    source: DatasetReader,
-    *,
-    like: str,
-    resampling: str,
-    src_nodata: float | None,
-    dst_nodata: float | None,
-    compress: str,
-) -> WarpPlan:
-    """The warp onto ``like``'s grid, planned on both headers without reading pixels."""
-    require_crs(ctx, source, "src")
-    with open_for_read(ctx, like, "like") as reference:
+def _like_grid(
+    ctx: OperationContext, like: str, dst: str, policy: GeoreferencingPolicy
+) -> tuple[RioCRS, tuple[Affine, int, int]]:
+    """``like``'s CRS and grid (transform, width, height), read from its header as they are."""
+    like_path = ctx.workspace.input_path(like, argument="like")
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if like_path == dst_path or (dst_path.exists() and os.path.samefile(like_path, dst_path)):
+        raise InvalidArgument(
+            f"dst is the same file as like ('{like}'); writing would replace the grid being aligned to.",
+            fix="Write to a new name, e.g. 'out/aligned.tif'.",
+        )
+    with (
+        gdal_env(ctx),
+        open_for_read(ctx, like, "like", resolved=like_path, georeferencing=policy) as reference,
+    ):
         if reference.crs is None:
             raise RasterError(
                 f"like: '{like}' has no CRS, so its grid is not a place on Earth to align onto.",
                 fix="Use a georeferenced raster as like (raster.info shows crs).",
             )
-        grid = (reference.transform, reference.width, reference.height)
-        target = reference.crs
+        return reference.crs, (reference.transform, reference.width, reference.height)
+
+
+def _plan_align(
+    ctx: OperationContext,
+    source: DatasetReader,
+    *,
+    target: RioCRS,
+    grid: tuple[Affine, int, int],
+    resampling: str,
+    src_nodata: float | None,
+    dst_nodata: float | None,
+    compress: str,
+) -> WarpPlan:
+    """The warp onto ``like``'s grid, planned on the source header without reading pixels."""
+    require_crs(ctx, source, "src")
     return warp_onto(
         ctx,
         source,
@@ -136,14 +164,3 @@ def _plan_align(
         dst_nodata=dst_nodata,
         compress=compress,
     )
-
-
-def _check_like_dst(ctx: OperationContext, like: str, dst: str) -> None:
-    """Writing onto ``like`` would replace the grid the output is being aligned to."""
-    like_path = ctx.workspace.input_path(like, argument="like")
-    dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if like_path == dst_path or (dst_path.exists() and os.path.samefile(like_path, dst_path)):
-        raise InvalidArgument(
-            f"dst is the same file as like ('{like}'); writing would replace the grid being aligned to.",
-            fix="Write to a new name, e.g. 'out/aligned.tif'.",
-        )

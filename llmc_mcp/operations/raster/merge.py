@@ -36,8 +36,8 @@ from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import MergeMethod, MergeResult, MergeSource, Resampling
+from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
+from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
 from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, check_grid_args
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
@@ -80,7 +80,7 @@ _PICKING = frozenset({"first", "last", "min", "max"})
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a mosaic that cannot run before the gate asks; its data kind, overlap and resampling."""
     paths, _ = _check_paths(ctx, args["sources"], args["dst"])
-    with gdal_env(ctx), _opened(ctx, args["sources"], paths) as datasets:
+    with gdal_env(ctx), _opened(ctx, args["sources"], paths, args["georeferencing"] or "refuse") as datasets:
         return _plan(
             ctx,
             datasets,
@@ -132,6 +132,7 @@ def merge(
         float | None,
         Field(description="Output nodata; default: the sources' common one, else NaN for float output."),
     ] = None,
+    georeferencing: GeoreferencingChoice = None,
 ) -> MergeResult:
     """Mosaic rasters of one CRS onto one grid, combining overlapping cells with ``method``.
 
@@ -144,13 +145,15 @@ def merge(
     mask; count has none (0 is "no source"). The result reports each source's footprint, valid and
     used cells, and how many cells overlapped. The gate asks how overlaps combine only when two
     footprints share a cell, and the resampling only when a source is off the lattice.
+    ``georeferencing`` applies to every source.
 
     Errors: invalid_argument for no or duplicate sources, different CRSs, band counts, scales or
     offsets, rotated grids, dst equal to a source, an output over 2**32 cells, a nodata the type
-    cannot hold or that a computed cell equals; raster_error for a source without CRS or unreadable.
+    cannot hold or that a computed cell equals; raster_error for a source without CRS or unreadable,
+    or one whose georeferencing a sidecar overrides (pass georeferencing).
     """
     paths, dst_path = _check_paths(ctx, sources, dst)
-    with gdal_env(ctx), _opened(ctx, sources, paths) as datasets:
+    with gdal_env(ctx), _opened(ctx, sources, paths, georeferencing or "refuse") as datasets:
         plan = _plan(
             ctx,
             datasets,
@@ -213,11 +216,11 @@ def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tup
 
 @contextlib.contextmanager
 def _opened(
-    ctx: OperationContext, names: Sequence[str], paths: Sequence[Path]
+    ctx: OperationContext, names: Sequence[str], paths: Sequence[Path], policy: GeoreferencingPolicy
 ) -> Iterator[list[DatasetReader]]:
     with contextlib.ExitStack() as stack:
         yield [
-            stack.enter_context(open_for_read(ctx, name, "sources", resolved=path))
+            stack.enter_context(open_for_read(ctx, name, "sources", resolved=path, georeferencing=policy))
             for name, path in zip(names, paths, strict=True)
         ]
 
