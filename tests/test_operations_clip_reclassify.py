@@ -522,6 +522,7 @@ def test_all_touched_adds_exactly_the_predicted_cells_of_a_diamond(
     assert np.array_equal(read_out(workspace_dir / "c.tif")[1], diamond_cells(False))
     assert np.array_equal(read_out(workspace_dir / "t.tif")[1], diamond_cells(True))
     assert (centre.inside_cells, touched.inside_cells, centre.outside_as) == (12, 24, "internal_mask")
+    assert centre.transformation is None and centre.polygons == 1
     out = read_out(workspace_dir / "t.tif")[0]
     assert np.array_equal(out[diamond_cells(True)], (10 * rows + cols + 1)[diamond_cells(True)])
 
@@ -584,7 +585,7 @@ def test_mask_polygons_in_another_crs_are_transformed(ctx: OperationContext, wor
     write_polygons(workspace_dir / "m.geojson", [ring], crs="EPSG:4326")
     result = call(CLIP, ctx, src="g.tif", dst="c.tif", mask="m.geojson", crop=False)
     assert np.array_equal(read_out(workspace_dir / "c.tif")[1], diamond_cells(False))
-    assert result.transformation is not None and "transformed" in result.transformation
+    assert result.transformation is not None and "mask: layer 'm' from EPSG:4326" in result.transformation
 
 
 # --- memory ------------------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ from llmc_mcp.operations.raster.reproject import _output_nodata, carry_metadata
 if TYPE_CHECKING:
     import shapely
 
+    from llmc_mcp.operations.vectors import Polygons
+
 OUTPUT_BLOCK = 512
 WINDOW_ROWS = 512
 WINDOW_COLS = 2048
@@ -133,6 +135,7 @@ def clip(
         dtype = single_dtype(source, shown)
         rotated = source.transform.b != 0 or source.transform.d != 0
         box, transformation = _box_in_raster_crs(source, bounds, bounds_crs, shown)
+        box_transformed = transformation is not None
         rect = Window(0, 0, source.width, source.height)
         shapes: list[list[shapely.Geometry]] = []
         if box is not None:
@@ -143,12 +146,13 @@ def clip(
             else:
                 rect = _box_window(source, box, all_touched)
                 _check_selected(rect, source, bounds, bounds_crs, box, shown)
-        polygons = 0
+        read: Polygons | None = None
         if mask is not None:
-            geometries, how = _mask_polygons(ctx, source, mask, mask_layer, shown)
-            shapes.append(geometries)
-            polygons = len(geometries)
-            transformation = how if transformation is None else f"{transformation}; mask: {how}"
+            read = _mask_polygons(ctx, source, mask, mask_layer, shown)
+            shapes.append(read.geometries)
+            if read.transformation is not None:
+                how = f"mask: layer '{read.layer}' from {read.source_crs}: {read.transformation}"
+                transformation = how if transformation is None else f"{transformation}; {how}"
         if shapes:
             rect = _shapes_window(source, rect, shapes, all_touched)
             _check_selected(rect, source, bounds, bounds_crs, box, shown)
@@ -184,13 +188,13 @@ def clip(
             height=int(grid.height),
         ),
         bounds=None if box is None else Bounds(left=box[0], bottom=box[1], right=box[2], top=box[3]),
-        polygons=polygons,
+        polygons=0 if read is None else len(read.geometries),
         inside_cells=plan.inside,
         outside_cells=total - plan.inside,
         outside_as=outside_as,
         nodata=nodata,
         transformation=transformation,
-        note=_note(all_touched, outside_as, nodata, bounds_crs is not None and transformation is not None),
+        note=_note(all_touched, outside_as, nodata, box_transformed, 0 if read is None else read.repaired),
     )
 
 
@@ -295,20 +299,11 @@ def _clamp(source: DatasetReader, first_col: int, end_col: int, first_row: int, 
 
 def _mask_polygons(
     ctx: OperationContext, source: DatasetReader, mask: str, layer: str | None, shown: str
-) -> tuple[list[shapely.Geometry], str]:
+) -> Polygons:
     from llmc_mcp.operations.vectors import read_polygons  # pyogrio and shapely: only when a mask is used
 
     _raster_crs(source, shown, "mask")
-    polygons = read_polygons(ctx, mask, argument="mask", target_crs=source.crs, layer=layer)
-    how = f"layer '{polygons.layer}' ({polygons.source_crs})"
-    how += (
-        f" transformed: {polygons.transformation}"
-        if polygons.transformation
-        else " already in the raster CRS"
-    )
-    if polygons.repaired:
-        how += f"; {polygons.repaired} invalid polygon(s) repaired"
-    return polygons.geometries, how
+    return read_polygons(ctx, mask, argument="mask", target_crs=source.crs, layer=layer)
 
 
 def _shapes_window(
@@ -495,18 +490,18 @@ def _windows(area: Window) -> Iterator[Window]:
             )
 
 
-def _note(all_touched: bool, outside_as: ClipMaskKind, nodata: float | None, transformed: bool) -> str:
-    rule = (
-        "every cell the box/polygons touch"
-        if all_touched
-        else "cells whose centre is inside (edges included)"
-    )
+def _note(
+    all_touched: bool, outside_as: ClipMaskKind, nodata: float | None, box_transformed: bool, repaired: int
+) -> str:
+    rule = "every cell the box/polygons touch" if all_touched else "cells whose centre is inside"
     marks = {
         "nodata": f"set to nodata ({nodata:g})" if nodata is not None else "",
         "internal_mask": "masked out by an internal mask (the source has no nodata value)",
         "alpha": "given alpha 0 (the source has an alpha band and no nodata value)",
     }[outside_as]
     text = f"Inside: {rule}. Outside cells are {marks}; source values were copied, never resampled."
-    if transformed:
+    if box_transformed:
         text += " The box was given in another CRS: its bounding box in the raster's CRS was used."
+    if repaired:
+        text += f" {repaired} invalid mask polygon(s) were repaired (make_valid) before use."
     return text
