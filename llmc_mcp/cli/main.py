@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from llmc_mcp import __version__
+from llmc_mcp.cli import justifications
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ENV = "[env]"
@@ -91,11 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
 
-    report = commands.add_parser("justifications", help="List the stored justifications of a workspace.")
-    report.add_argument(
-        "--workspace", type=Path, default=None, help="Existing workspace (default: current dir)."
-    )
-    report.add_argument("--json", action="store_true", help="Print JSON records instead of a summary.")
+    justifications.add_parser(commands, {"help": "Existing workspace (default: current dir)."})
 
     provenance = commands.add_parser("provenance", help="Trace files by their provenance records.")
     provenance_commands = provenance.add_subparsers(
@@ -175,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "stubs":
         return _stubs(args)
     if args.command == "justifications":
-        return _justifications(args)
+        return justifications.run(args, _existing_workspace(args.workspace or Path.cwd()))
     if args.command == "provenance":
         return _lineage(args) if args.provenance_command == "lineage" else _validate_records(args)
     if args.command == "demo":
@@ -269,25 +266,6 @@ def _demo(args: argparse.Namespace) -> int:
     if failed:
         print(f"demo failed at: {', '.join(failed)}", file=sys.stderr)
         return 1
-    return 0
-
-
-def _justifications(args: argparse.Namespace) -> int:
-    from llmc_mcp.reflection.store import JustificationStore
-    from llmc_mcp.workspace import Workspace
-
-    workspace = Workspace(_existing_workspace(args.workspace or Path.cwd()))
-    records = list(JustificationStore(workspace.preflight_dir).records())
-    if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in records], indent=1))
-        return 0
-    if not records:
-        print(f"no justifications in {workspace.preflight_dir}")
-    for r in records:
-        print(
-            f"{r.created_at}  {r.domain:<16} {json.dumps(r.prompt_args)[:60]:<60} "
-            f"{r.justification.confidence:<6} {r.operation}"
-        )
     return 0
 
 

@@ -102,6 +102,12 @@ def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | Lin
     return workspace.relative(path), digest
 
 
+def conforming_records(workspace: Workspace) -> dict[str, dict[str, Any]]:
+    """Every conforming provenance record of the workspace, by its file's workspace-relative name."""
+    claims, _ = _records(workspace)
+    return {claim.record: claim.content for claim in claims.values()}
+
+
 def _records(workspace: Workspace) -> tuple[dict[str, _Claim], list[str]]:
     """Conforming records by the output digest they claim; the names of the records not believed."""
     found, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)

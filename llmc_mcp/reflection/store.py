@@ -26,7 +26,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,17 @@ class JustificationStore:
                     record = self._verify(path.read_bytes(), domain, key, path)
                     if record is not None:
                         yield record
+
+    def prune(self, drop: Callable[[Record], bool]) -> list[Record]:
+        """Delete the verified records ``drop`` selects; the user's command line calls this, never an agent.
+
+        Records are write-once for agents (no tool deletes one); a person tidying a workspace may. A
+        pruned decision is asked for again the next time an operation makes it.
+        """
+        dropped = [record for record in self.records() if drop(record)]
+        for record in dropped:
+            self.path_for(record.domain, record.key).unlink(missing_ok=True)
+        return dropped
 
     def _verify(self, raw: bytes, domain: str, key: str, path: Path) -> Record | None:
         try:

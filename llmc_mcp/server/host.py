@@ -20,6 +20,7 @@ import anyio
 
 from llmc_mcp.errors import InvalidArgument, LlmcError
 from llmc_mcp.operations import get_operation
+from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.runtime import Runtime
@@ -89,6 +90,7 @@ class HostRequests:
     def __init__(self, runtime: Runtime, *, log_budget: LogBudget | None = None):
         self._gate = runtime.gate
         self._outputs = runtime.outputs
+        self._workspace = runtime.context.workspace
         self.log_budget = log_budget or LogBudget()
         self._handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             "gate.check": self._check,
@@ -177,19 +179,8 @@ class HostRequests:
         return result.model_dump()
 
     def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {
-                "domain": r.domain,
-                "operation": r.operation,
-                "decision": r.prompt_args,
-                "choice": r.justification.choice.method,
-                "confidence": r.justification.confidence,
-                "intent": r.justification.intent,
-                "created_at": r.created_at,
-                "hash": r.key,
-            }
-            for r in sorted(self._gate.store.records(), key=lambda r: r.created_at)
-        ]
+        entries = decisions(self._gate.store.records(), self._workspace)
+        return [entry.model_dump() for entry in entries]
 
 
 def _session() -> str:

@@ -1,0 +1,117 @@
+"""``llmc-mcp justifications list|show|export|prune``: the decisions of a workspace, for people.
+
+``list`` (the default) prints one line per decision; ``show KEY`` one decision in full; ``export``
+a Markdown report (or JSON) of every decision with the outputs whose provenance records cite it;
+``prune`` deletes decisions by age (the next operation that makes one asks again). Filters narrow
+each: ``--domain``, ``--newer-than``/``--older-than`` (days), ``--min-confidence``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ACTIONS = ("list", "show", "export", "prune")
+
+
+def add_parser(commands: Any, workspace_flag: dict[str, Any]) -> None:
+    """The ``justifications`` command and its actions, on the main parser's subcommands."""
+    report = commands.add_parser(
+        "justifications", help="List, show, export or prune a workspace's decisions."
+    )
+    report.add_argument("--workspace", type=Path, default=None, **workspace_flag)
+    actions = report.add_subparsers(dest="action", metavar="ACTION")
+    for name, text in (
+        ("list", "One line per decision (the default)."),
+        ("export", "Every decision with its reasoning and the outputs it is behind, as Markdown."),
+        ("prune", "Delete decisions by age or filter; operations then ask again."),
+    ):
+        action = actions.add_parser(name, help=text)
+        _add_filters(action)
+        if name == "list":
+            action.add_argument("--json", action="store_true", help="Print JSON instead of lines.")
+        if name == "export":
+            action.add_argument("--json", action="store_true", help="Export JSON instead of Markdown.")
+            action.add_argument("--out", type=Path, default=None, help="Write to a file (default: stdout).")
+        if name == "prune":
+            action.add_argument("--dry-run", action="store_true", help="Say what would go; delete nothing.")
+    show = actions.add_parser("show", help="One decision in full, by its key (sha256:...).")
+    show.add_argument("key", help="The decision's key, as list prints it.")
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--domain", default=None, help="Only this domain (crs_datum, resampling...).")
+    parser.add_argument("--newer-than", type=float, default=None, metavar="DAYS", help="Only younger ones.")
+    parser.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="Only older ones.")
+    parser.add_argument(
+        "--min-confidence", choices=("low", "medium", "high"), default=None, help="Only this sure or surer."
+    )
+
+
+def run(args: argparse.Namespace, workspace_root: Path) -> int:
+    from llmc_mcp.reflection.report import Selection, decisions, to_markdown
+    from llmc_mcp.reflection.store import JustificationStore
+    from llmc_mcp.workspace import Workspace
+
+    workspace = Workspace(workspace_root)
+    store = JustificationStore(workspace.preflight_dir)
+    action = args.action or "list"
+    selection = Selection(
+        domain=getattr(args, "domain", None),
+        newer_than_days=getattr(args, "newer_than", None),
+        older_than_days=getattr(args, "older_than", None),
+        min_confidence=getattr(args, "min_confidence", None),
+    )
+    if action == "prune":
+        return _prune(store, selection, dry_run=args.dry_run)
+    entries = decisions(store.records(), workspace, selection)
+    if action == "show":
+        found = [e for e in decisions(store.records(), workspace) if e.hash == args.key]
+        if not found:
+            print(f"llmc-mcp: error: no decision {args.key!r}; list shows the keys.", file=sys.stderr)
+            return 1
+        print(json.dumps(found[0].model_dump(), indent=1, ensure_ascii=False))
+        return 0
+    if action == "export":
+        text = (
+            json.dumps([e.model_dump() for e in entries], indent=1, ensure_ascii=False) + "\n"
+            if args.json
+            else to_markdown(entries, workspace)
+        )
+        if args.out is None:
+            sys.stdout.write(text)
+        else:
+            args.out.write_text(text, encoding="utf-8")
+            print(f"{len(entries)} decision(s) written to {args.out}")
+        return 0
+    if getattr(args, "json", False):
+        print(json.dumps([e.model_dump() for e in entries], indent=1, ensure_ascii=False))
+        return 0
+    if not entries:
+        print(f"no justifications in {workspace.preflight_dir}")
+    for e in entries:
+        print(
+            f"{e.created_at}  {e.domain:<17} {json.dumps(e.decision)[:56]:<56} {e.confidence:<6} "
+            f"{e.operation}  {e.hash[:19]}  outputs: {len(e.outputs)}"
+        )
+    return 0
+
+
+def _prune(store: Any, selection: Any, *, dry_run: bool) -> int:
+    if selection == type(selection)():
+        print("llmc-mcp: error: prune needs a filter (e.g. --older-than 90).", file=sys.stderr)
+        return 2
+    now = datetime.now(UTC)
+    if dry_run:
+        chosen = [r for r in store.records() if selection.keeps(r, now)]
+    else:
+        chosen = store.prune(lambda r: selection.keeps(r, now))
+    verb = "would delete" if dry_run else "deleted"
+    for record in chosen:
+        print(f"{verb} {record.domain} {record.key} ({record.created_at})")
+    print(f"{len(chosen)} decision(s) {verb}.")
+    return 0

@@ -1,0 +1,124 @@
+"""What was decided in a workspace, and behind which outputs: for people, for agents, for audits.
+
+One report serves three readers: ``llmc-mcp justifications list|show|export`` (a person at the
+terminal, or a Markdown file for a reviewer), ``reflection.report()`` inside code mode (the agent),
+and JSON for tools. Each decision comes from the authenticated store; which outputs it stands behind
+comes from the provenance records beside them (:mod:`llmc_mcp.provenance`), the only place that
+joins a file's bytes to the justifications that let it be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from llmc_mcp.reflection.store import Record
+from llmc_mcp.workspace import Workspace
+
+Confidence = Literal["low", "medium", "high"]
+_RANK = {"low": 0, "medium": 1, "high": 2}
+
+
+class Selection(BaseModel):
+    """Which records a report shows; every field narrows, none set shows all."""
+
+    domain: str | None = None
+    newer_than_days: float | None = Field(None, ge=0)
+    older_than_days: float | None = Field(None, ge=0)
+    min_confidence: Confidence | None = None
+
+    def keeps(self, record: Record, now: datetime) -> bool:
+        age = now - datetime.fromisoformat(record.created_at)
+        if self.domain is not None and record.domain != self.domain:
+            return False
+        if self.newer_than_days is not None and age > timedelta(days=self.newer_than_days):
+            return False
+        if self.older_than_days is not None and age < timedelta(days=self.older_than_days):
+            return False
+        wanted = _RANK[self.min_confidence] if self.min_confidence else 0
+        return _RANK[record.justification.confidence] >= wanted
+
+
+class DecisionEntry(BaseModel):
+    """One stored decision, with its full reasoning and the outputs it stands behind."""
+
+    hash: str
+    domain: str
+    operation: str
+    decision: dict[str, Any]
+    choice: str
+    confidence: str
+    intent: str
+    rationale: str
+    tradeoffs: str
+    alternatives: list[dict[str, str]]
+    created_at: str
+    outputs: list[str] = Field(description="Workspace files whose provenance record cites this decision.")
+
+
+def decisions(
+    records: Iterable[Record], workspace: Workspace, selection: Selection | None = None
+) -> list[DecisionEntry]:
+    """The selected records, oldest first, each with the outputs whose records cite it."""
+    now = datetime.now(UTC)
+    chosen = [r for r in records if selection is None or selection.keeps(r, now)]
+    behind = _outputs_by_decision(workspace) if chosen else {}
+    return [
+        DecisionEntry(
+            hash=r.key,
+            domain=r.domain,
+            operation=r.operation,
+            decision=r.prompt_args,
+            choice=r.justification.choice.method,
+            confidence=r.justification.confidence,
+            intent=r.justification.intent,
+            rationale=r.justification.choice.rationale,
+            tradeoffs=r.justification.choice.tradeoffs,
+            alternatives=[a.model_dump() for a in r.justification.alternatives],
+            created_at=r.created_at,
+            outputs=sorted(behind.get(r.key, ())),
+        )
+        for r in sorted(chosen, key=lambda r: r.created_at)
+    ]
+
+
+def to_markdown(entries: list[DecisionEntry], workspace: Workspace) -> str:
+    """A report a reviewer reads without the session: each decision, why, and what it produced."""
+    lines = [
+        f"# Decisions behind the outputs of {workspace.root}",
+        "",
+        f"{len(entries)} decision(s); generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
+    ]
+    for entry in entries:
+        lines += [
+            "",
+            f"## {entry.domain}: {entry.choice} ({entry.operation})",
+            "",
+            f"- **Decision:** `{_args(entry.decision)}`; key `{entry.hash}`",
+            f"- **Justified:** {entry.created_at}, confidence {entry.confidence}",
+            f"- **Intent:** {entry.intent}",
+            f"- **Rationale:** {entry.rationale}",
+            f"- **Trade-offs:** {entry.tradeoffs}",
+        ]
+        lines += [f"- **Rejected {a['method']}:** {a['why_not']}" for a in entry.alternatives]
+        outputs = ", ".join(f"`{o}`" for o in entry.outputs) or "none in the workspace now"
+        lines.append(f"- **Outputs:** {outputs}")
+    return "\n".join(lines) + "\n"
+
+
+def _args(decision: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in decision.items())
+
+
+def _outputs_by_decision(workspace: Workspace) -> dict[str, set[str]]:
+    from llmc_mcp.provenance.lineage import conforming_records
+
+    behind: dict[str, set[str]] = {}
+    for content in conforming_records(workspace).values():
+        for item in content.get("x-llmc:justifications", []):
+            if isinstance(item, dict) and isinstance(item.get("key"), str):
+                behind.setdefault(item["key"], set()).add(str(content["output"]["path"]))
+    return behind
