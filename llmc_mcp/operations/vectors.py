@@ -217,14 +217,20 @@ def hardened_pyogrio() -> ModuleType:
     Checked on every call, not once: anything that made GDAL register its drivers again (a
     ``GDALAllRegister`` in another library sharing it) would otherwise go unnoticed.
     """
-    import pyogrio
-
     with _HARDEN_LOCK:
-        library, allowed = _pyogrio_gdal()
-        extra = sorted(set(_driver_names(library)) - allowed)
+        # A worker's GDAL_SKIP lists rasterio's GDAL's drivers; pyogrio's GDAL, reading it when first
+        # imported, warns on stderr for each it does not have. Its extras are deregistered below anyway.
+        skip = os.environ.pop("GDAL_SKIP", None)
+        try:
+            import pyogrio
+        finally:
+            if skip is not None:
+                os.environ["GDAL_SKIP"] = skip
+        library = _pyogrio_gdal()
+        extra = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
         if extra:
             _deregister(library, extra)
-            left = sorted(set(_driver_names(library)) - allowed)
+            left = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
             if left:
                 raise RuntimeError(f"pyogrio's GDAL drivers could not be deregistered: {', '.join(left)}")
             # PROJ_NETWORK here reaches the PROJ inside pyogrio's GDAL, not pyproj's.
@@ -235,26 +241,25 @@ def hardened_pyogrio() -> ModuleType:
 def pyogrio_registered_drivers() -> frozenset[str]:
     """The drivers registered in the GDAL pyogrio uses, as GDAL itself lists them."""
     hardened_pyogrio()
-    library, _ = _pyogrio_gdal()
-    return frozenset(_driver_names(library))
+    return frozenset(_driver_names(_pyogrio_gdal()))
 
 
-def _pyogrio_gdal() -> tuple[ctypes.CDLL, frozenset[str]]:
-    """pyogrio's GDAL, and the drivers it may keep.
+def _pyogrio_gdal() -> ctypes.CDLL:
+    """pyogrio's GDAL: the copy its wheel bundles under ``pyogrio.libs``.
 
-    The wheel bundles its own copy under ``pyogrio.libs``. A pyogrio built against the system GDAL
-    shares rasterio's library: then the raster drivers of gdal_env's allowlist must stay as well.
+    Found by its file name, which is its soname: ``dlopen`` with ``RTLD_NOLOAD`` then returns the copy
+    already loaded without touching the file system (a worker's sandbox may forbid /proc/self/maps).
     """
-    with open("/proc/self/maps") as maps:
-        loaded = {line.split()[-1] for line in maps if "/libgdal" in line}
-    own = {name for name in loaded if f"{os.sep}pyogrio.libs{os.sep}" in name}
-    if len(own) == 1:
-        return ctypes.CDLL(own.pop(), mode=os.RTLD_NOLOAD), VECTOR_DRIVERS
-    if len(loaded) == 1:
-        from llmc_mcp.operations.gdal_env import REGISTERED_DRIVERS
+    import pyogrio
 
-        return ctypes.CDLL(loaded.pop(), mode=os.RTLD_NOLOAD), REGISTERED_DRIVERS
-    raise RuntimeError(f"cannot tell which of {len(loaded)} loaded GDAL libraries pyogrio uses")
+    folder = Path(pyogrio.__file__).resolve().parent.parent / "pyogrio.libs"
+    found = sorted(folder.glob("libgdal*.so*"))
+    if len(found) != 1:
+        raise RuntimeError(
+            f"pyogrio's bundled GDAL was not found in {folder} (found {len(found)}); llmc-mcp hardens that "
+            "copy and needs pyogrio installed from its wheel"
+        )
+    return ctypes.CDLL(found[0].name, mode=os.RTLD_NOLOAD)
 
 
 def _driver_names(library: ctypes.CDLL) -> list[str]:

@@ -21,6 +21,7 @@ from llmc_mcp.operations.raster.reclassify import reclassify
 from llmc_mcp.operations.raster.reproject import reproject
 from llmc_mcp.operations.raster.sample import sample
 from llmc_mcp.operations.raster.stats import stats
+from llmc_mcp.operations.raster.zonal import zonal_stats
 
 __all__ = [
     "align",
@@ -35,4 +36,5 @@ __all__ = [
     "reproject",
     "sample",
     "stats",
+    "zonal_stats",
 ]

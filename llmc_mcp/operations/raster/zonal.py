@@ -1,0 +1,568 @@
+"""``raster.zonal_stats``: statistics of one band per zone, polygons (exact coverage) or a zone raster.
+
+Polygon zones go to exactextract (DD-MCP-039), which computes the exact fraction of each cell a polygon
+covers and weights every statistic by it. It is fed objects, never names: the band through
+a RasterSource (:func:`_band_class`) reading from the dataset :func:`open_for_read` checked (masks, NaN and
+scale/offset handled as in ``raster.stats``), and the polygons :func:`read_polygons` read and
+transformed. It works feature by feature, reading only the window under each polygon's bounding box
+(split when larger than :data:`MAX_CELLS_IN_MEMORY`), so memory follows the largest zone, not the
+raster. A raster of zone ids is summarised here, streaming row bands of the two rasters: every cell
+counts fully, and the statistics follow exactextract's definitions so both kinds of zones agree.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import Field
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.models import ZonalStat, ZonalStatsResult, ZoneStatistics
+from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
+from llmc_mcp.operations.vectors import EXTENSIONS, read_polygons
+
+MAX_CELLS_IN_MEMORY = 4_000_000
+"""Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64
+values plus as many coverage fractions); its default, 30 M, would take ~500 MB for one large zone."""
+
+MAX_VALUE_PAIRS = 5_000_000
+"""Distinct (zone, value) pairs a zone raster may produce when median, majority, minority or variety
+are asked for: those need each zone's value distribution, which grows with distinct float values."""
+
+_DISTRIBUTION = frozenset({"median", "majority", "minority", "variety"})
+
+_STAT_MEANINGS = (
+    "count: valid cells, each weighted by the fraction of it inside the zone (a cell half inside counts "
+    "0.5); sum: values times those fractions; mean: sum / count; min, max: over cells touching the "
+    "zone; stdev: population standard deviation, coverage-weighted; median: coverage-weighted median "
+    "over the zone's distinct values (exactextract's weighted quantile); majority, minority: the value "
+    "covering the most / least area; variety: the number of distinct values."
+)
+
+
+@operation("raster", read_only=True, inputs=("path", "zones"))
+def zonal_stats(
+    ctx: OperationContext,
+    path: Annotated[str, Field(description="Workspace-relative raster to summarise.")],
+    zones: Annotated[
+        str,
+        Field(
+            description="Workspace-relative zones: polygons in a GeoPackage (.gpkg), GeoJSON (.geojson) or "
+            "Shapefile (.shp), in any CRS; or an integer raster of zone ids on exactly the grid of path."
+        ),
+    ],
+    stats: Annotated[
+        list[ZonalStat],
+        Field(
+            description="Statistics per zone: mean, min, max, count, sum, median, stdev, majority, "
+            "minority, variety."
+        ),
+    ] = ["mean", "min", "max", "count"],  # noqa: B006  # the stub shows it; validation copies it
+    band: Annotated[int, Field(description="Band of path to summarise, 1-based.")] = 1,
+    zone_field: Annotated[
+        str | None,
+        Field(description="Attribute of the polygons that names each zone; default: the feature index."),
+    ] = None,
+    layer: Annotated[
+        str | None,
+        Field(description="Layer of a multi-layer polygon file (GeoPackage); required when it has several."),
+    ] = None,
+    physical: Annotated[
+        bool,
+        Field(
+            description="Apply the band's declared scale/offset (raw * scale + offset) before summarising; "
+            "False summarises stored values."
+        ),
+    ] = True,
+) -> ZonalStatsResult:
+    """Statistics of a band per zone, with exact fractional cell coverage for polygon zones.
+
+    Polygon zones: each cell counts by the fraction of it inside the polygon (exactextract), so a
+    polygon covering half a cell gives count 0.5; zones in another CRS are transformed to the raster's
+    first and ``transformation`` says how (PROJ's operation and accuracy). Lines and points are
+    refused: they cover no area. A raster of zone ids must be an integer raster on exactly the grid of
+    ``path`` (raster.align it first otherwise); each of its cells counts fully and its nodata cells
+    belong to no zone. Cells that are nodata in ``path`` (nodata value, mask, alpha, NaN/±Inf) are left
+    out everywhere; a zone without valid cells reports count 0 and null for the rest. Values are
+    physical (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result
+    says which. Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see
+    ``method``). Memory follows the largest zone (polygons) or stays flat (zone raster).
+
+    Errors: InvalidArgument for a band outside 1..count, an empty or repeated stats list, zone_field or
+    layer with a zone raster, lines or points, too many zones or vertices; PathRefused for a vector
+    format beyond the three or a sidecar leading out; RasterError for a rotated raster, a zone raster
+    on another grid or with non-integer ids, a raster without CRS with polygon zones, or a sidecar
+    overriding the raster's georeferencing; CrsError when the zones' CRS cannot be transformed.
+    """
+    wanted = _check_stats(stats)
+    vector = Path(zones).suffix.lower() in EXTENSIONS
+    if not vector and (zone_field is not None or layer is not None):
+        given = "zone_field" if zone_field is not None else "layer"
+        raise InvalidArgument(
+            f"{given} applies to polygon zones; '{zones}' is taken as a raster of zone ids (its extension "
+            f"is none of {', '.join(sorted(EXTENSIONS))}).",
+            fix=f"Leave {given} out for a zone raster: its cell values are the zone ids.",
+        )
+    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+        shown = ctx.workspace.relative(Path(ds.name))
+        check_bands(ds, [band], shown)
+        scale, offset = _scale_offset(ds, band)
+        applied = physical and (scale, offset) != (1.0, 0.0)
+        linear = (scale, offset) if applied else None
+        if vector:
+            return _polygon_zones(ctx, ds, shown, zones, band, wanted, zone_field, layer, linear, physical)
+        return _raster_zones(ctx, ds, shown, zones, band, wanted, linear, physical)
+
+
+def _check_stats(stats: list[ZonalStat]) -> list[ZonalStat]:
+    if not stats:
+        raise InvalidArgument(
+            "stats is empty.", fix="Ask for at least one statistic, e.g. ['mean', 'count']."
+        )
+    if len(set(stats)) != len(stats):
+        raise InvalidArgument(
+            f"stats {list(stats)} names a statistic twice.", fix="List each statistic once."
+        )
+    return list(stats)
+
+
+def _scale_offset(ds: DatasetReader, band: int) -> tuple[float, float]:
+    scale, offset = ds.scales[band - 1], ds.offsets[band - 1]
+    return (1.0 if scale is None else float(scale), 0.0 if offset is None else float(offset))
+
+
+def _check_north_up(ds: DatasetReader, shown: str) -> None:
+    if ds.transform.b or ds.transform.d:
+        raise RasterError(
+            f"path: '{shown}' has a rotated grid; cell coverage by polygons is computed on north-up grids.",
+            fix="raster.reproject it onto a north-up grid (same CRS) first.",
+        )
+
+
+# ---------------------------------------------------------------------------------------- polygons
+
+
+def _polygon_zones(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    shown: str,
+    zones: str,
+    band: int,
+    wanted: list[ZonalStat],
+    zone_field: str | None,
+    layer: str | None,
+    linear: tuple[float, float] | None,
+    physical: bool,
+) -> ZonalStatsResult:
+    from exactextract import exact_extract
+
+    _check_north_up(ds, shown)
+    if ds.crs is None:
+        raise RasterError(
+            f"path: '{shown}' has no CRS, so polygons cannot be placed on it.",
+            fix="Give the raster its CRS (raster.convert can't invent one: re-create it with the CRS), or "
+            "pass a raster of zone ids on its grid.",
+        )
+    polygons = read_polygons(ctx, zones, argument="zones", target_crs=ds.crs, layer=layer, field=zone_field)
+    source = _band_source(ctx, ds, band, linear)
+    features = _features(polygons.geometries, ds.crs.to_wkt())
+    rows = exact_extract(
+        source,
+        features,
+        list(wanted),
+        include_cols=[_INDEX],
+        max_cells_in_memory=MAX_CELLS_IN_MEMORY,
+        output="geojson",
+    )
+    results: list[ZoneStatistics] = []
+    for row in rows:
+        properties = row["properties"]
+        index = int(properties[_INDEX])
+        zone = index if polygons.values is None else polygons.values[index]
+        results.append(ZoneStatistics(zone=zone, stats={s: _number(properties.get(s)) for s in wanted}))
+    method = (
+        "Polygon zones, exact cell coverage (exactextract, feature by feature). "
+        + _STAT_MEANINGS
+        + " "
+        + _excluded(linear, physical, ds, band)
+    )
+    if polygons.repaired:
+        method += f" {polygons.repaired} invalid polygon(s) were repaired with make_valid before use."
+    return ZonalStatsResult(
+        path=shown,
+        band=band,
+        zones=ctx.workspace.relative(ctx.workspace.input_path(zones, argument="zones")),
+        zones_kind="polygons",
+        layer=polygons.layer,
+        zone_field=zone_field,
+        stats=wanted,
+        results=results,
+        physical=linear is not None,
+        scale=_scale_offset(ds, band)[0],
+        offset=_scale_offset(ds, band)[1],
+        zones_crs=polygons.source_crs,
+        transformation=polygons.transformation,
+        repaired_zones=polygons.repaired,
+        method=method,
+    )
+
+
+_INDEX = "llmc_zone_index"
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _excluded(linear: tuple[float, float] | None, physical: bool, ds: DatasetReader, band: int) -> str:
+    text = "Nodata values, mask/alpha-masked cells and NaN/±Inf are excluded."
+    scale, offset = _scale_offset(ds, band)
+    if linear is not None:
+        text += f" Physical values: raw * {scale:g} + {offset:g} (the band's declared scale and offset)."
+    elif not physical and (scale, offset) != (1.0, 0.0):
+        text += f" physical=False: stored values, although the band declares raw * {scale:g} + {offset:g}."
+    return text
+
+
+def _band_source(
+    ctx: OperationContext, ds: DatasetReader, band: int, linear: tuple[float, float] | None
+) -> Any:
+    """exactextract's view of one band of a dataset already opened and checked by :func:`open_for_read`."""
+    return _band_class()(ctx, ds, band, linear)
+
+
+@functools.cache
+def _band_class() -> type:
+    """Defined on first use, so that importing this module does not import exactextract.
+
+    Rows are handed over north-up (a south-up grid is read flipped); invalid cells come masked, as
+    ``raster.stats`` defines them (:func:`read_valid`), with scale/offset applied when asked.
+    """
+    from exactextract.raster import RasterSource
+
+    class Band(RasterSource):  # type: ignore[misc]
+        def __init__(
+            self, ctx: OperationContext, ds: DatasetReader, band: int, linear: tuple[float, float] | None
+        ) -> None:
+            super().__init__()
+            self.ctx, self.ds, self.band, self.linear = ctx, ds, band, linear
+            self.south_up = ds.transform.e > 0
+
+        def res(self) -> tuple[float, float]:
+            return abs(self.ds.transform.a), abs(self.ds.transform.e)
+
+        def extent(self) -> tuple[float, float, float, float]:
+            left, bottom, right, top = self.ds.bounds
+            return left, min(bottom, top), right, max(bottom, top)
+
+        def srs_wkt(self) -> str:
+            return str(self.ds.crs.to_wkt())
+
+        def nodata_value(self) -> None:
+            return None  # invalid cells come masked: nodata, masks, alpha and NaN alike
+
+        def read_window(self, x0: int, y0: int, nx: int, ny: int) -> np.ndarray:
+            row = self.ds.height - y0 - ny if self.south_up else y0
+            raw, valid = read_valid(self.ctx, self.ds, self.band, Window(x0, row, nx, ny))
+            if self.linear is not None:
+                raw = raw.astype(np.float64) * self.linear[0] + self.linear[1]
+            if self.south_up:
+                raw, valid = raw[::-1], valid[::-1]
+            if valid.all():
+                return raw
+            return np.ma.masked_array(raw, ~valid)
+
+    return Band
+
+
+def _features(geometries: list[Any], wkt: str) -> Any:
+    """exactextract's view of the polygons: WKB, each tagged with its index so results map back."""
+    import shapely
+
+    return _features_class()(shapely.to_wkb(np.asarray(geometries, dtype=object)), wkt)
+
+
+@functools.cache
+def _features_class() -> type:
+    from exactextract.feature import Feature, FeatureSource
+
+    class Zone(Feature):  # type: ignore[misc]
+        def __init__(self, index: int, wkb: bytes) -> None:
+            Feature.__init__(self)
+            self.index, self.wkb = index, wkb
+            self.values: dict[str, Any] = {}
+
+        def get(self, name: str) -> Any:
+            return self.index if name == _INDEX else self.values[name]
+
+        def set(self, name: str, value: Any) -> None:
+            self.values[name] = value
+
+        def geometry(self) -> bytes:
+            return self.wkb
+
+        def set_geometry_format(self) -> str:
+            return "wkb"
+
+        def fields(self) -> list[str]:
+            return [_INDEX, *self.values]
+
+    class Zones(FeatureSource):  # type: ignore[misc]
+        def __init__(self, wkbs: np.ndarray, wkt: str) -> None:
+            super().__init__()
+            self.wkbs, self.wkt = wkbs, wkt
+
+        def count(self) -> int:
+            return len(self.wkbs)
+
+        def __iter__(self) -> Iterator[Any]:
+            for index, wkb in enumerate(self.wkbs):
+                yield Zone(index, bytes(wkb))
+
+        def srs_wkt(self) -> str:
+            return self.wkt
+
+    return Zones
+
+
+# ------------------------------------------------------------------------------------ zone raster
+
+
+def _raster_zones(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    shown: str,
+    zones: str,
+    band: int,
+    wanted: list[ZonalStat],
+    linear: tuple[float, float] | None,
+    physical: bool,
+) -> ZonalStatsResult:
+    with _open_zone_raster(ctx, zones) as zds:
+        zones_shown = ctx.workspace.relative(Path(zds.name))
+        _check_zone_raster(ds, shown, zds, zones_shown)
+        moments = _Moments()
+        distribution = _Distribution() if _DISTRIBUTION & set(wanted) else None
+        for window in _row_bands(ds):
+            raw, valid = read_valid(ctx, ds, band, window)
+            ids, has_zone = read_valid(ctx, zds, 1, window)
+            ids, inside = ids[has_zone].astype(np.int64), valid[has_zone]
+            values = raw[has_zone][inside].astype(np.float64)
+            if linear is not None:
+                values = values * linear[0] + linear[1]
+            moments.add(ids, ids[inside], values)
+            if distribution is not None:
+                distribution.add(ids[inside], values)
+    results = []
+    for zone in moments.zones():
+        figures = moments.figures(zone)
+        if distribution is not None:
+            figures.update(distribution.figures(zone))
+        results.append(ZoneStatistics(zone=int(zone), stats={s: figures.get(s) for s in wanted}))
+    scale, offset = _scale_offset(ds, band)
+    method = (
+        "Raster of zone ids on the same grid: every cell counts fully (coverage 1); cells that are nodata "
+        "in the zone raster belong to no zone. "
+        + _STAT_MEANINGS
+        + " "
+        + _excluded(linear, physical, ds, band)
+    )
+    return ZonalStatsResult(
+        path=shown,
+        band=band,
+        zones=zones_shown,
+        zones_kind="raster",
+        layer=None,
+        zone_field=None,
+        stats=wanted,
+        results=results,
+        physical=linear is not None,
+        scale=scale,
+        offset=offset,
+        zones_crs=None,
+        transformation=None,
+        repaired_zones=0,
+        method=method,
+    )
+
+
+def _open_zone_raster(ctx: OperationContext, zones: str) -> DatasetReader:
+    try:
+        return open_for_read(ctx, zones, "zones")
+    except RasterError as exc:
+        if "is not a raster GDAL can read" not in exc.message:
+            raise
+        # Not a raster either: a vector format beyond the three is the likelier intent.
+        raise RasterError(
+            f"zones: '{zones}' is neither polygons in GeoPackage (.gpkg), GeoJSON (.geojson, .json) or "
+            f"Shapefile (.shp) nor a raster of zone ids ({exc.message}).",
+            fix="Convert polygons to GeoPackage or GeoJSON (e.g. ogr2ogr), or pass an integer raster of "
+            "zone ids on the grid of path.",
+        ) from None
+
+
+def _check_zone_raster(ds: DatasetReader, shown: str, zds: DatasetReader, zones_shown: str) -> None:
+    kind = np.dtype(zds.dtypes[0]).kind
+    if kind not in "iu":
+        raise RasterError(
+            f"zones: '{zones_shown}' holds {zds.dtypes[0]} values; zone ids must be integers.",
+            fix="Pass an integer raster of zone ids (raster.reclassify, or raster.calc with an integer "
+            "dtype), or polygons in a .gpkg/.geojson/.shp file.",
+        )
+    same = (
+        (zds.width, zds.height) == (ds.width, ds.height)
+        and zds.crs == ds.crs
+        and zds.transform.almost_equals(ds.transform, precision=1e-9 * max(abs(ds.transform.a), 1e-12))
+    )
+    if not same:
+        raise RasterError(
+            f"zones: '{zones_shown}' ({zds.width} x {zds.height}, {zds.crs}, origin "
+            f"({zds.transform.c:.10g}, {zds.transform.f:.10g}), cell {zds.transform.a:g}) is not on the grid "
+            f"of '{shown}' ({ds.width} x {ds.height}, {ds.crs}, origin ({ds.transform.c:.10g}, "
+            f"{ds.transform.f:.10g}), cell {ds.transform.a:g}).",
+            fix="raster.align the zone raster onto the grid of path first, with resampling='nearest' "
+            "(zone ids are categories), or pass the zones as polygons.",
+        )
+
+
+def _row_bands(ds: DatasetReader) -> Iterator[Window]:
+    """Full-width bands of rows, ~CHUNK_PIXELS each, aligned to the file's block height."""
+    block = ds.block_shapes[0][0] if ds.block_shapes else 1
+    rows = max(1, CHUNK_PIXELS // max(ds.width, 1))
+    rows = max(block, rows // block * block)
+    for top in range(0, ds.height, rows):
+        yield Window(0, top, ds.width, min(rows, ds.height - top))
+
+
+class _Moments:
+    """count, sum, mean, min, max and population stdev per zone, merged window by window.
+
+    Means and squared deviations are merged with Chan et al.'s pairwise formulas (as raster.stats does),
+    so the standard deviation stays exact in float64 whatever the number of windows.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.acc: dict[int, list[float]] = {}  # zone -> [n, sum, mean, m2, min, max]
+
+    def add(self, all_ids: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+        self.seen.update(np.unique(all_ids).tolist())
+        if ids.size == 0:
+            return
+        order = np.lexsort((values, ids))
+        ids, values = ids[order], values[order]
+        zones, starts, counts = np.unique(ids, return_index=True, return_counts=True)
+        inverse = np.repeat(np.arange(zones.size), counts)
+        sums = np.bincount(inverse, values)
+        means = sums / counts
+        m2s = np.bincount(inverse, (values - means[inverse]) ** 2)
+        lows, highs = values[starts], values[starts + counts - 1]
+        for i, zone in enumerate(zones.tolist()):
+            n, total, mean, m2 = float(counts[i]), float(sums[i]), float(means[i]), float(m2s[i])
+            current = self.acc.get(zone)
+            if current is None:
+                self.acc[zone] = [n, total, mean, m2, float(lows[i]), float(highs[i])]
+                continue
+            n0, total0, mean0, m20, low0, high0 = current
+            delta = mean - mean0
+            merged = n0 + n
+            current[:] = [
+                merged,
+                total0 + total,
+                mean0 + delta * n / merged,
+                m20 + m2 + delta * delta * n0 * n / merged,
+                min(low0, float(lows[i])),
+                max(high0, float(highs[i])),
+            ]
+
+    def zones(self) -> list[int]:
+        return sorted(self.seen)
+
+    def figures(self, zone: int) -> dict[str, float | None]:
+        current = self.acc.get(zone)
+        if current is None:
+            return {"count": 0.0, "sum": 0.0, "variety": 0.0}
+        n, total, _, m2, low, high = current
+        return {
+            "count": n,
+            "sum": total,
+            "mean": total / n,
+            "min": low,
+            "max": high,
+            "stdev": math.sqrt(max(m2, 0.0) / n),
+        }
+
+
+class _Distribution:
+    """Each zone's distinct values and their cell counts, for median, majority, minority and variety."""
+
+    def __init__(self) -> None:
+        self.ids = np.empty(0, np.int64)
+        self.values = np.empty(0, np.float64)
+        self.counts = np.empty(0, np.int64)
+
+    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
+        self.ids, self.values, self.counts = _reduce(
+            np.concatenate([self.ids, ids]),
+            np.concatenate([self.values, values]),
+            np.concatenate([self.counts, np.ones(ids.size, np.int64)]),
+        )
+        if self.ids.size > MAX_VALUE_PAIRS:
+            raise InvalidArgument(
+                f"the zones hold more than {MAX_VALUE_PAIRS:,} distinct (zone, value) pairs; median, "
+                "majority, minority and variety need them all in memory.",
+                fix="Ask only for count, sum, mean, min, max and stdev, or reclassify the values first.",
+            )
+
+    def figures(self, zone: int) -> dict[str, float | None]:
+        lo, hi = np.searchsorted(self.ids, [zone, zone + 1])
+        values, counts = self.values[lo:hi], self.counts[lo:hi].astype(np.float64)
+        if values.size == 0:
+            return {"variety": 0.0}
+        # Ties go to the smallest value (argmax/argmin return the first, values are sorted).
+        return {
+            "median": _weighted_median(values, counts),
+            "majority": float(values[np.argmax(counts)]),
+            "minority": float(values[np.argmin(counts)]),
+            "variety": float(values.size),
+        }
+
+
+def _reduce(ids: np.ndarray, values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+    order = np.lexsort((values, ids))
+    ids, values, counts = ids[order], values[order], counts[order]
+    if ids.size == 0:
+        return ids, values, counts
+    new = np.ones(ids.size, bool)
+    new[1:] = (ids[1:] != ids[:-1]) | (values[1:] != values[:-1])
+    starts = np.flatnonzero(new)
+    return ids[starts], values[starts], np.add.reduceat(counts, starts)
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """exactextract's weighted quantile at 0.5, over sorted distinct values and their weights.
+
+    With n distinct values, s_k = k * w_k + (n - 1) * (w_0 + ... + w_{k-1}) (k from 0) is the position of
+    value k on a scale of (n - 1) * sum(w); the median is interpolated at half that scale. Equal
+    weights give numpy's median of the distinct values.
+    """
+    n = values.size
+    if n == 1:
+        return float(values[0])
+    before = np.concatenate([[0.0], np.cumsum(weights)[:-1]])
+    positions = np.arange(n) * weights + (n - 1) * before
+    target = 0.5 * (n - 1) * float(weights.sum())
+    return float(np.interp(target, positions, values))
