@@ -212,7 +212,8 @@ def _condition(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, A
     # Filling every depression and keeping those deeper than a depth are different hydrology: one
     # justification unlocks only the depth it argued for.
     depth = args.get("max_depth")
-    return {"method": hydrology_value(args["method"]), "max_depth": "none" if depth is None else hydrology_value(depth)}
+    kept = "none" if depth is None else hydrology_value(depth)
+    return {"method": hydrology_value(args["method"]), "max_depth": kept}
 
 
 def _flow_routing(args: Mapping[str, Any], facts: Mapping[str, str]) -> dict[str, Any]:

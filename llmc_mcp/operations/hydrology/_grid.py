@@ -1,0 +1,237 @@
+"""What every hydrology operation shares: the library, whole-grid reads, the D8 encoding, the write.
+
+Flow routing is a global problem: where a cell drains depends on cells anywhere upstream or down, so
+these operations read the whole grid into memory (unlike the raster namespace, which streams). The
+cost is bounded by :data:`MAX_CELLS`, refused above with the fix, instead of a worker killed by its
+memory limit halfway. Outputs go through the atomic, granted, read-back write of
+:mod:`llmc_mcp.operations.raster.output`.
+
+pyflwdir (Deltares, MIT; DD-MCP-052) does the routing. Its functions are numba ``cache=True`` JITs:
+they would read and write compiled code in a cache directory on disk, and a directory the workers of
+two sessions could both write would let one session plant code for the other (a confined worker
+cannot write any, and numba then refuses to import the module at all). :func:`pyflwdir` imports it
+with on-disk caching turned off, so every process compiles its own code in memory (seconds, once
+per worker: DD-MCP-052 has the figure).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import rasterio
+from pydantic import BeforeValidator
+from rasterio.io import DatasetReader
+from rasterio.windows import Window
+
+from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.models import RasterInfo
+from llmc_mcp.operations.raster.output import (
+    GEOTIFF_SUFFIXES,
+    _describe_output,
+    _write_atomically,
+    creation_options,
+)
+from llmc_mcp.operations.raster.pixels import read_valid
+
+MAX_CELLS = 16_777_216
+"""Cells (4096 x 4096) a routing operation holds at once. Peak memory is about 60 MB per million cells
+(bench/hydrology.py), so this stays near 1 GB, inside a code-mode worker's 2 GiB address space with
+the runtime loaded."""
+
+D8_NODATA = 247
+"""pyflwdir's nodata value for D8 grids; written as the output's declared nodata."""
+D8_PIT = 0
+D8_VALUES = frozenset({0, 1, 2, 4, 8, 16, 32, 64, 128, 255, D8_NODATA})
+"""ESRI D8: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 (or 255) drains nowhere; 247 nodata."""
+D8_ENCODING = (
+    "ESRI D8 (uint8): 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (row down = south on a north-up "
+    "grid); 0 = drains nowhere (an outlet on the grid's or data's edge, or an interior pit); 247 = nodata"
+)
+OUTPUT_BLOCK = 512
+ACCUMULATION_TAG = "LLMC_ACCUMULATION_UNITS"
+"""Band tag recording what an accumulation counts ('cells', 'm2', 'weights'), so a stream threshold
+in other units is refused instead of compared with the wrong quantity."""
+
+_import_lock = threading.Lock()
+
+
+def pyflwdir() -> ModuleType:
+    """pyflwdir, imported (once per process) with numba's on-disk cache off; see the module docstring."""
+    with _import_lock:
+        module = sys.modules.get("pyflwdir")
+        if module is not None:
+            return module
+        from numba.core.dispatcher import Dispatcher
+
+        enable = Dispatcher.enable_caching
+        # numba decorates at import; a no-op enable_caching keeps each dispatcher's NullCache.
+        Dispatcher.enable_caching = lambda self: None  # type: ignore[method-assign]
+        try:
+            import pyflwdir as module
+            import pyflwdir.dem  # its decorators run at import too
+        finally:
+            Dispatcher.enable_caching = enable  # type: ignore[method-assign]
+        return module
+
+
+def check_size(ds: DatasetReader, shown: str, argument: str) -> None:
+    """Refuse a grid routing cannot hold, naming the limit and how to get under it."""
+    cells = ds.width * ds.height
+    if cells > MAX_CELLS:
+        side = math.ceil(math.sqrt(cells / MAX_CELLS) * 10) / 10
+        raise InvalidArgument(
+            f"{argument}: '{shown}' has {cells:,} cells ({ds.width} x {ds.height}); flow routing holds the "
+            f"whole grid in memory and takes at most {MAX_CELLS:,} cells (4096 x 4096).",
+            fix=f"Coarsen it (raster.reproject with a cell about {side}x larger, resampling 'average' for a "
+            "DEM) or split it into hydrologically complete basins and route each.",
+        )
+
+
+def check_grid(ds: DatasetReader, shown: str, argument: str) -> None:
+    """A north-up (or south-up) grid of one band: D8 neighbours are rows and columns."""
+    t = ds.transform
+    if t.b != 0 or t.d != 0:
+        raise InvalidArgument(
+            f"{argument}: '{shown}' has a rotated or sheared grid; D8 neighbours are rows and columns.",
+            fix="Write a north-up copy with raster.reproject (dst_crs: its own CRS) and route that.",
+        )
+    if ds.count != 1:
+        raise InvalidArgument(
+            f"{argument}: '{shown}' has {ds.count} bands; hydrology reads one grid.",
+            fix="Extract the band first (raster.calc with one input).",
+        )
+    check_size(ds, shown, argument)
+
+
+def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:
+    """``dst`` as a path: a GeoTIFF name that is none of the inputs (writing would destroy it)."""
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
+        raise InvalidArgument(
+            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
+            fix="Name the output with a .tif extension.",
+        )
+    for argument, name in sources.items():
+        if ctx.workspace.input_path(name, argument=argument) == dst_path:
+            raise InvalidArgument(
+                f"dst is the same file as {argument} ('{name}'); writing would destroy it.",
+                fix="Write to a new name, e.g. 'out/result.tif'.",
+            )
+    return dst_path
+
+
+def read_elevation(ctx: OperationContext, ds: DatasetReader) -> np.ndarray:
+    """Band 1 as float32 physical elevations (scale and offset applied), NaN where not valid.
+
+    float32 because pyflwdir's priority queue orders cells by float32 elevation: float64 input would be
+    filled to float32-rounded spill heights anyway.
+    """
+    raw, valid = read_valid(ctx, ds, 1)
+    scale = ds.scales[0] if ds.scales[0] is not None else 1.0
+    offset = ds.offsets[0] if ds.offsets[0] is not None else 0.0
+    elevation = raw.astype("float64") * scale + offset
+    return np.where(valid, elevation, np.nan).astype("float32")
+
+
+def read_d8(ctx: OperationContext, ds: DatasetReader, shown: str, argument: str) -> np.ndarray:
+    """A D8 grid as uint8 with 247 where not valid, refused unless every value is an ESRI D8 code."""
+    raw, valid = read_valid(ctx, ds, 1)
+    if raw.dtype.kind not in "iu":
+        raise InvalidArgument(
+            f"{argument}: '{shown}' holds {raw.dtype.name} values, not D8 flow directions.",
+            fix="Pass the output of hydrology.flow_direction (uint8, ESRI D8 codes).",
+        )
+    bad = valid & ~np.isin(raw, np.fromiter(D8_VALUES, dtype="int64"))
+    if bad.any():
+        found = sorted({int(v) for v in np.unique(raw[bad])[:5]})
+        raise InvalidArgument(
+            f"{argument}: '{shown}' has values {found} that are not D8 codes ({D8_ENCODING}).",
+            fix="Pass the output of hydrology.flow_direction; other encodings (TauDEM 1-8, GRASS, LDD) "
+            "are not read.",
+        )
+    return np.where(valid, raw, D8_NODATA).astype("uint8")
+
+
+def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument: str) -> Any:
+    """The pyflwdir network of a D8 grid, refused if some cells drain in a loop (never reach an outlet)."""
+    d8 = read_d8(ctx, ds, shown, argument)
+    library = pyflwdir()
+    network = library.from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
+    from pyflwdir import core
+
+    loops = core.loop_indices(network.idxs_ds)
+    if len(loops):
+        row, col = divmod(int(loops[0]), ds.width)
+        raise InvalidArgument(
+            f"{argument}: {len(loops):,} cells of '{shown}' drain in a loop (e.g. row {row}, column {col}), "
+            "so they reach no outlet and have no defined accumulation.",
+            fix="Recompute the directions with hydrology.flow_direction from a conditioned DEM.",
+        )
+    return network
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """One in-memory grid to write as a tiled, compressed GeoTIFF on ``source``'s grid."""
+
+    data: np.ndarray
+    nodata: float | None
+    tags: dict[str, str]
+    options: dict[str, str]
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        profile = {
+            "driver": "GTiff",
+            "width": source.width,
+            "height": source.height,
+            "count": 1,
+            "dtype": self.data.dtype.name,
+            "crs": source.crs,
+            "transform": source.transform,
+            "nodata": self.nodata,
+            "tiled": True,
+            "blockxsize": OUTPUT_BLOCK,
+            "blockysize": OUTPUT_BLOCK,
+            **self.options,
+        }
+        with rasterio.open(tmp, "w", **profile) as out:
+            for row in range(0, source.height, OUTPUT_BLOCK):
+                window = Window(0, row, source.width, min(OUTPUT_BLOCK, source.height - row))
+                out.write(self.data[row : row + int(window.height)], 1, window=window)
+            if self.tags:
+                out.update_tags(1, **self.tags)
+
+
+def write_grid(
+    ctx: OperationContext,
+    source: DatasetReader,
+    dst: str,
+    dst_path: Path,
+    data: np.ndarray,
+    nodata: float | None,
+    tags: dict[str, str] | None = None,
+) -> RasterInfo:
+    """Write ``data`` on ``source``'s grid to ``dst`` atomically (granted, read back); its raster.info."""
+    options = creation_options(ctx, "DEFLATE", data.dtype, 1, None, None, cog=False)
+    plan = GridPlan(data, nodata, tags or {}, options)
+    _write_atomically(ctx, plan, source, Path(source.name), dst_path)
+    return _describe_output(ctx, dst, dst_path)
+
+
+def unsupported(reasons: dict[str, str]) -> Any:
+    """A validator naming why a known option is not offered, instead of a bare 'not one of'."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in reasons:
+            raise ValueError(reasons[value.strip().lower()])
+        return value
+
+    return BeforeValidator(check)

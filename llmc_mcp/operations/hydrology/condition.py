@@ -1,0 +1,130 @@
+"""``hydrology.condition``: handle a DEM's closed depressions so that flow can leave it.
+
+Priority-flood filling (Wang & Liu 2006, pyflwdir's ``fill_depressions``): from the outlets on the
+edge of the data inwards in order of elevation, every cell lower than the lowest spill point it was
+reached over is raised to that spill point. With ``max_depth``, where the flood steps down by at least
+that much into a depression, the depression is kept as a sink (lakes, karst) that flow ends in; hollows
+inside it less than ``max_depth`` below their own rim are still filled (pyflwdir's rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import Field
+
+from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.operations.hydrology._grid import (
+    check_dst,
+    check_grid,
+    pyflwdir,
+    read_elevation,
+    unsupported,
+    write_grid,
+)
+from llmc_mcp.operations.models import ConditionMethod, ConditionResult
+from llmc_mcp.reflection.specs import HYDROLOGY_CONDITION
+
+UNSUPPORTED = {
+    "breach": "method 'breach' is not supported: the routing library (pyflwdir) has no breaching, and "
+    "nothing here cuts channels by hand (DD-MCP-052). Use 'fill', with max_depth to keep deep sinks.",
+    "fill_flats": "method 'fill_flats' (filling with a gradient imposed on flats) is not supported: the "
+    "routing library has none (DD-MCP-052). Use 'fill': hydrology.flow_direction routes across the "
+    "flats it leaves, towards their spill point.",
+}
+
+
+def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
+    _check_depth(args["max_depth"])
+    check_dst(ctx, args["dst"], {"dem": args["dem"]})
+    with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
+        check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
+
+
+@operation(
+    "hydrology",
+    read_only=False,
+    reflection=(HYDROLOGY_CONDITION,),
+    inputs=("dem",),
+    outputs=("dst",),
+    preflight=_preflight,
+)
+def condition(
+    ctx: OperationContext,
+    dem: Annotated[str, Field(description="Workspace-relative DEM (one band, north-up).")],
+    dst: Annotated[
+        str, Field(description="Workspace-relative output GeoTIFF (.tif); replaced if it exists.")
+    ],
+    method: Annotated[
+        ConditionMethod,
+        unsupported(UNSUPPORTED),
+        Field(
+            description="'fill': raise depressions to their spill height (priority flood). 'breach' and "
+            "'fill_flats' are not supported (refused with the reason)."
+        ),
+    ] = "fill",
+    max_depth: Annotated[
+        float | None,
+        Field(
+            description="Keep as sinks (real lakes, karst) depressions at least this far (vertical units) "
+            "below the spill point they are entered from; default: fill every depression."
+        ),
+    ] = None,
+) -> ConditionResult:
+    """Fill a DEM's closed depressions up to their spill height, so flow can leave them; whole grid.
+
+    Priority flood from the edge of the data (the grid's edge and cells beside nodata are outlets):
+    every cell below the lowest spill point it is reached over is raised to it, so each depression
+    becomes a flat draining through its spill point. With ``max_depth``, a depression whose cells lie
+    at least that far below the spill point the flood enters it over is kept: flow ends in it; smaller
+    hollows inside it (less than max_depth below their own rim) are still filled. Elevations
+    are float32 (scale and offset applied); nodata stays nodata. Reads the whole grid (at most
+    16,777,216 cells; refused above). The choice of handling is gated (domain hydrology).
+
+    Errors: InvalidArgument for an unsupported method, a max_depth that is not positive, a rotated
+    or multi-band grid, too many cells, or dst equal to dem; RasterError for unreadable pixels.
+    """
+    depth = _check_depth(max_depth)
+    dst_path = check_dst(ctx, dst, {"dem": dem})
+    with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
+        shown = ctx.workspace.relative(Path(ds.name))
+        check_grid(ds, shown, "dem")
+        elevation = read_elevation(ctx, ds)
+        flwdem = pyflwdir().dem
+        filled, _ = flwdem.fill_depressions(
+            elevation, nodata=np.nan, max_depth=-1.0 if depth is None else depth
+        )
+        raise_by = np.where(np.isnan(elevation), 0.0, filled - elevation)
+        output = write_grid(ctx, ds, dst, dst_path, filled.astype("float32"), float("nan"))
+    raised = raise_by > 0
+    kept = (
+        "every depression filled"
+        if depth is None
+        else f"depressions entered by a drop of at least {depth:g} kept as sinks (smaller hollows in them filled)"
+    )
+    return ConditionResult(
+        output=output,
+        method=method,
+        max_depth=depth,
+        raised_cells=int(raised.sum()),
+        max_raise=float(raise_by.max()) if raised.any() else 0.0,
+        volume_cells=float(raise_by[raised].astype("float64").sum()),
+        note=f"Priority-flood fill (pyflwdir, Wang & Liu 2006) from the edge of the data: {kept}; "
+        "float32 elevations, nodata kept.",
+    )
+
+
+def _check_depth(max_depth: float | None) -> float | None:
+    if max_depth is None:
+        return None
+    if not np.isfinite(max_depth) or max_depth <= 0:
+        raise InvalidArgument(
+            f"max_depth={max_depth} is not a positive depth.",
+            fix="Pass a depth in the DEM's vertical units (e.g. 2.0), or null to fill every depression.",
+        )
+    return float(max_depth)
