@@ -20,10 +20,12 @@ OPERATION_TOOLS = [
     "crs_transform",
     "files_list",
     "files_remove",
+    "raster_align",
     "raster_area",
     "raster_calc",
     "raster_convert",
     "raster_info",
+    "raster_merge",
     "raster_preview",
     "raster_reproject",
     "raster_sample",
@@ -64,7 +66,12 @@ async def test_instructions_describe_classic_mode(client: Client) -> None:
 
 async def test_the_reflection_prompts_are_mcp_prompts(client: Client) -> None:
     prompts = {p.name for p in (await client.list_prompts()).prompts}
-    assert prompts == {"justify_crs_selection", "justify_resampling_method", "justify_lossy_compression"}
+    assert prompts == {
+        "justify_crs_selection",
+        "justify_resampling_method",
+        "justify_lossy_compression",
+        "justify_overlap_aggregation",
+    }
     arguments = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
     got = await client.get_prompt("justify_resampling_method", arguments)
     assert '"bilinear"' in got.messages[0].content.text
