@@ -28,6 +28,7 @@ from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.base import LlmcServer
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
+from llmc_mcp.server.requests import serving
 from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
@@ -99,7 +100,10 @@ def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
     async def tool(ctx: Context, **kwargs: Any) -> CallToolResult:
         try:
             args = op.from_classic(kwargs)
-            answer = await run_in_session(pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args))
+            with serving(ctx):
+                answer = await run_in_session(
+                    pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args)
+                )
         except Exception as exc:
             return exception_result(exc, op.tool_name)
         if answer["ok"]:

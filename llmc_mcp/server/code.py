@@ -23,6 +23,7 @@ from llmc_mcp import __version__
 from llmc_mcp.server.base import LlmcServer, serve_tools_only
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
+from llmc_mcp.server.requests import serving
 from llmc_mcp.server.results import error_result, exception_result, without_inline_images
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments
@@ -108,9 +109,10 @@ def build_code_server(runtime: Runtime) -> MCPServer:
         ] = None,
     ) -> CallToolResult:
         try:
-            result = await run_with_handle(
-                pool, handles, ctx, session, lambda key, fresh: pool.execute(key, code, reset or fresh)
-            )
+            with serving(ctx):
+                result = await run_with_handle(
+                    pool, handles, ctx, session, lambda key, fresh: pool.execute(key, code, reset or fresh)
+                )
         except Exception as exc:
             return exception_result(exc, "execute_code")
         return execute_result(result, settings.output_limit)
