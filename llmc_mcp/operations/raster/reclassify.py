@@ -141,9 +141,9 @@ def reclassify(
     equal to src; NotFound/RasterError for an unreadable source, or one whose sidecar overrides its
     georeferencing (pass georeferencing: the output copies it); QuotaExceeded past a quota.
     """
-    table = _RuleTable.build(rules)
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))
     out_dtype, out_nodata = choose_dtype(classes, dtype, nodata)
+    table = _RuleTable.build(rules, out_dtype)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
     with (
         gdal_env(ctx),
@@ -205,18 +205,18 @@ def reclassify(
 
 @dataclass(frozen=True)
 class _RuleTable:
-    """The rules as non-overlapping intervals sorted by lower end: rule ``order[i]`` covers
-    [lows[i], highs[i]) (or exactly lows[i] when ``points[i]``); ``targets`` are the classes in the
-    caller's order."""
+    """The rules as disjoint half-open intervals sorted by lower end: slot ``i`` covers [lows[i],
+    highs[i]) and writes targets[i]; it is rule ``order[i - 1]`` of the caller's list. Slot 0 is an
+    empty sentinel (-inf, -inf) so every value has a slot. A value rule v is [v, nextafter(v, inf)):
+    in float64 that holds v and nothing else, so one comparison serves both kinds of rule."""
 
     lows: np.ndarray
     highs: np.ndarray
-    points: np.ndarray
-    order: np.ndarray
     targets: np.ndarray
+    order: np.ndarray
 
     @classmethod
-    def build(cls, rules: Sequence[Mapping[str, Any]]) -> _RuleTable:
+    def build(cls, rules: Sequence[Mapping[str, Any]], dtype: np.dtype) -> _RuleTable:
         if not rules:
             raise InvalidArgument(
                 "rules is empty.",
@@ -234,21 +234,20 @@ class _RuleTable:
             points.append(point)
         order = sorted(range(len(rules)), key=lambda i: (lows[i], highs[i]))
         _check_overlaps(rules, order, lows, highs, points)
+        ends = [math.nextafter(lows[i], math.inf) if points[i] else highs[i] for i in order]
         return cls(
-            lows=np.asarray([lows[i] for i in order], dtype=np.float64),
-            highs=np.asarray([highs[i] for i in order], dtype=np.float64),
-            points=np.asarray([points[i] for i in order], dtype=bool),
+            lows=np.asarray([-math.inf, *(lows[i] for i in order)], dtype=np.float64),
+            highs=np.asarray([-math.inf, *ends], dtype=np.float64),
+            targets=np.asarray([0, *(rules[i]["to"] for i in order)], dtype=dtype),
             order=np.asarray(order, dtype=np.int64),
-            targets=np.asarray([rule["to"] for rule in rules], dtype=np.int64),
         )
 
-    def match(self, values: np.ndarray) -> np.ndarray:
-        """Index (into the caller's rule order) of the rule each value matches, -1 for none."""
+    def slots(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each value's slot (the last interval starting at or below it: the only one that can hold
+        it, the rules being disjoint) and whether the value is in it. NaN lands in the last slot and
+        is in none."""
         slot = np.searchsorted(self.lows, values, side="right") - 1
-        found = slot >= 0
-        slot = np.where(found, slot, 0)
-        inside = np.where(self.points[slot], values == self.lows[slot], values < self.highs[slot])
-        return np.where(found & inside, self.order[slot], -1)
+        return slot, values < self.highs[slot]
 
 
 def _interval(i: int, rule: Mapping[str, Any]) -> tuple[float, float, bool]:
@@ -373,12 +372,19 @@ class _ReclassPlan:
     dtype: np.dtype
     nodata: int
     profile: dict[str, Any]
-    matched: np.ndarray = field(init=False)
+    per_slot: np.ndarray = field(init=False)
     unmatched: int = 0
     invalid: int = 0
 
     def __post_init__(self) -> None:
-        self.matched = np.zeros(len(self.table.order), dtype=np.int64)
+        self.per_slot = np.zeros(len(self.table.lows), dtype=np.int64)
+
+    @property
+    def matched(self) -> np.ndarray:
+        """Cells matched by each rule, in the caller's order."""
+        counts = np.zeros(len(self.table.order), dtype=np.int64)
+        counts[self.table.order] = self.per_slot[1:]
+        return counts
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
@@ -389,20 +395,22 @@ class _ReclassPlan:
 
     def _classify(self, source: DatasetReader, window: Window) -> np.ndarray:
         raw, valid = read_valid(self.ctx, source, self.band, window)
-        values = raw.astype(np.float64)
+        values = raw.astype(np.float64, copy=False)
         if self.scale_offset is not None:
             values = values * self.scale_offset[0] + self.scale_offset[1]
-        rule = np.where(valid, self.table.match(np.where(valid, values, 0.0)), -1)
-        hit = rule >= 0
-        out = np.full(values.shape, self.nodata, dtype=np.int64)
-        out[hit] = self.table.targets[rule[hit]]
-        unmatched = valid & ~hit
-        if self.default is not None:
-            out[unmatched] = self.default
-        self.matched += np.bincount(rule[hit], minlength=len(self.matched))
-        self.unmatched += int(unmatched.sum())
-        self.invalid += int(valid.size - valid.sum())
-        return out.astype(self.dtype)
+        # Nodata cells are matched too (whatever they hold) and then set aside by ``valid``.
+        slot, inside = self.table.slots(values)
+        hit = inside & valid
+        if self.default is None:
+            fill: np.ndarray | int = self.nodata
+        else:
+            fill = np.where(valid, np.asarray(self.default, self.dtype), np.asarray(self.nodata, self.dtype))
+        out = np.where(hit, self.table.targets[slot], fill).astype(self.dtype, copy=False)
+        self.per_slot += np.bincount(np.where(hit, slot, 0).ravel(), minlength=len(self.per_slot))
+        hits, valids = int(np.count_nonzero(hit)), int(np.count_nonzero(valid))
+        self.unmatched += valids - hits
+        self.invalid += valid.size - valids
+        return out
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:
