@@ -374,7 +374,7 @@ def _inside(
     inside = ((rows >= rect.row_off) & (rows < rect.row_off + rect.height))[:, None] & (
         (cols >= rect.col_off) & (cols < rect.col_off + rect.width)
     )[None, :]
-    if not inside.any():
+    if not shapes or not inside.any():
         return inside
     window_transform = rasterio.windows.transform(window, transform)
     corners_x, corners_y = window_transform @ (
