@@ -562,10 +562,10 @@ class _MergePlan:
             here = (slice(None), rows, cols)
             if owner is not None:
                 take = ok & self._wins(raw, values[here], count[here] > 0)
-                values[here] = np.where(take, raw, values[here])
+                np.copyto(values[here], raw, where=take)
                 owner[here][take] = i
             elif self.method != "count":
-                values[here] += np.where(ok, raw, 0).astype(np.float64)
+                np.add(values[here], raw, out=values[here], where=ok)
             count[here] += ok
             self.valid[i] += int(ok.sum())
         have = count > 0
