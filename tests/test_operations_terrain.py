@@ -23,7 +23,7 @@ from mcp import Client
 from pyproj import Geod
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, PathRefused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
@@ -377,6 +377,19 @@ def test_dst_equal_to_dem_is_refused(ctx: OperationContext, workspace_dir: Path)
     write(workspace_dir / "dem.tif", plane_on(NORTH_UP))
     with pytest.raises(InvalidArgument, match="same file"):
         call(SLOPE, ctx, dem="dem.tif", dst="dem.tif")
+
+
+def test_a_dem_whose_metadata_names_another_file_is_refused_before_any_pixel(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against the DEM opened without the hostile-file checks: an OVERVIEW_FILE naming
+    /etc/passwd would make GDAL read it by itself, so the operation refuses and writes nothing."""
+    write(workspace_dir / "hostile.tif", plane_on(NORTH_UP))
+    with rasterio.open(workspace_dir / "hostile.tif", "r+") as ds:
+        ds.update_tags(ns="OVERVIEWS", OVERVIEW_FILE="/etc/passwd")
+    with pytest.raises(PathRefused, match="OVERVIEW_FILE"):
+        call(SLOPE, ctx, dem="hostile.tif", dst="slope.tif")
+    assert not (workspace_dir / "slope.tif").exists()
 
 
 # --- both faces -------------------------------------------------------------------------------------

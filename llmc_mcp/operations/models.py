@@ -555,11 +555,11 @@ class TerrainResult(_Model):
         "does), or metres assumed (geographic CRS, no unit declared)."
     )
     ground_spacing: GroundSpacing = Field(
-        description="'projected': one cell size, CRS units times metres per unit; 'geographic_per_row': "
-        "each row's east-west and north-south spacing measured on the ellipsoid at its latitude."
+        description="How distances were measured: 'projected' is one cell size, CRS units times metres per "
+        "unit; 'geographic_per_row' is each row's east-west and north-south spacing on the ellipsoid."
     )
     cell_size_m: tuple[float, float] = Field(
-        description="Ground size (x, y) in metres of a cell in the middle row (geographic: varies by row)."
+        description="Ground size (x, y) in metres of a middle-row cell, geographic grids: it varies by row."
     )
     flat_value: float | None = Field(
         description="aspect only: the value written where the surface is flat (no downslope direction)."
