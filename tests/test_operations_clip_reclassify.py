@@ -480,6 +480,26 @@ def test_a_source_with_alpha_and_no_nodata_gets_alpha_0_outside(
     assert np.array_equal(out[:, inside], rgba[:, inside]) and not out[:, ~inside].any()
 
 
+def test_a_box_between_cell_centres_is_refused_unless_all_touched(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against an empty raster written for a box smaller than a cell: (500001, 4499991,
+    500004, 4499994) lies inside cell (0, 0) without its centre (500005, 4499995); refused naming
+    all_touched, with which it keeps exactly that cell."""
+    write(workspace_dir / "a.tif", linear(), nodata=-1)
+    box = (500_001, 4_499_991, 500_004, 4_499_994)
+    with pytest.raises(InvalidArgument, match="all_touched=True"):
+        call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box)
+    result = call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box, all_touched=True)
+    assert (result.window.col_off, result.window.row_off, result.window.width, result.window.height) == (
+        0,
+        0,
+        1,
+        1,
+    )
+    assert read_out(workspace_dir / "c.tif")[0].tolist() == [[0]]
+
+
 def test_a_sidecar_overriding_the_georeferencing_is_refused_or_followed_by_choice(
     ctx: OperationContext, workspace_dir: Path
 ) -> None:
