@@ -141,9 +141,9 @@ def reclassify(
     equal to src; NotFound/RasterError for an unreadable source, or one whose sidecar overrides its
     georeferencing (pass georeferencing: the output copies it); QuotaExceeded past a quota.
     """
+    table = _RuleTable.build(rules)
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))
     out_dtype, out_nodata = choose_dtype(classes, dtype, nodata)
-    table = _RuleTable.build(rules, out_dtype)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
     with (
         gdal_env(ctx),
@@ -216,7 +216,7 @@ class _RuleTable:
     order: np.ndarray
 
     @classmethod
-    def build(cls, rules: Sequence[Mapping[str, Any]], dtype: np.dtype) -> _RuleTable:
+    def build(cls, rules: Sequence[Mapping[str, Any]]) -> _RuleTable:
         if not rules:
             raise InvalidArgument(
                 "rules is empty.",
@@ -238,7 +238,7 @@ class _RuleTable:
         return cls(
             lows=np.asarray([-math.inf, *(lows[i] for i in order)], dtype=np.float64),
             highs=np.asarray([-math.inf, *ends], dtype=np.float64),
-            targets=np.asarray([0, *(rules[i]["to"] for i in order)], dtype=dtype),
+            targets=np.asarray([0, *(rules[i]["to"] for i in order)], dtype=np.int64),
             order=np.asarray(order, dtype=np.int64),
         )
 
@@ -372,11 +372,14 @@ class _ReclassPlan:
     dtype: np.dtype
     nodata: int
     profile: dict[str, Any]
+    targets: np.ndarray = field(init=False)
     per_slot: np.ndarray = field(init=False)
     unmatched: int = 0
     invalid: int = 0
 
     def __post_init__(self) -> None:
+        # Every class fits the output type (choose_dtype), so the classes are cast once, not per cell.
+        self.targets = self.table.targets.astype(self.dtype)
         self.per_slot = np.zeros(len(self.table.lows), dtype=np.int64)
 
     @property
@@ -405,7 +408,7 @@ class _ReclassPlan:
             fill: np.ndarray | int = self.nodata
         else:
             fill = np.where(valid, np.asarray(self.default, self.dtype), np.asarray(self.nodata, self.dtype))
-        out = np.where(hit, self.table.targets[slot], fill).astype(self.dtype, copy=False)
+        out = np.where(hit, self.targets[slot], fill).astype(self.dtype, copy=False)
         self.per_slot += np.bincount(np.where(hit, slot, 0).ravel(), minlength=len(self.per_slot))
         hits, valids = int(np.count_nonzero(hit)), int(np.count_nonzero(valid))
         self.unmatched += valids - hits
