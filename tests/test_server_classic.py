@@ -23,10 +23,12 @@ OPERATION_TOOLS = [
     "raster_align",
     "raster_area",
     "raster_calc",
+    "raster_clip",
     "raster_convert",
     "raster_info",
     "raster_merge",
     "raster_preview",
+    "raster_reclassify",
     "raster_reproject",
     "raster_sample",
     "raster_stats",
@@ -71,6 +73,9 @@ async def test_the_reflection_prompts_are_mcp_prompts(client: Client) -> None:
         "justify_resampling_method",
         "justify_lossy_compression",
         "justify_overlap_aggregation",
+        "justify_depression_handling",
+        "justify_flow_routing",
+        "justify_stream_threshold",
     }
     arguments = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
     got = await client.get_prompt("justify_resampling_method", arguments)
