@@ -29,7 +29,7 @@ from llmc_mcp.errors import LlmcError, RecordExists
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.store import JustificationStore, Record
 
-DOMAIN_ROTATION = ("crs_datum", "resampling", "format_selection")
+DOMAIN_ROTATION = ("crs_datum", "resampling", "format_selection", "aggregation", "hydrology")
 
 
 def key_for(label: str) -> str:
@@ -38,7 +38,7 @@ def key_for(label: str) -> str:
 
 def record_for(label: str, version: int = 1, pad: int = 0) -> Record:
     """A valid record whose content says which write produced it (``intent`` carries the version)."""
-    domain = DOMAIN_ROTATION[int(hashlib.sha256(label.encode()).hexdigest(), 16) % 3]
+    domain = DOMAIN_ROTATION[int(hashlib.sha256(label.encode()).hexdigest(), 16) % len(DOMAIN_ROTATION)]
     justification = Justification.model_validate(
         {
             "intent": f"{label} version {version} " + "p" * pad,

@@ -244,7 +244,9 @@ async def issued(classic: Client) -> list[dict[str, Any]]:
 @profile(100)
 @given(
     hash_=st.one_of(st.sampled_from([0, 1]).map(Issued), st.sampled_from(SPECIAL_STRINGS), JSON),
-    domain=st.one_of(st.sampled_from(["crs_datum", "resampling", "format_selection"]), JSON),
+    domain=st.one_of(
+        st.sampled_from(["crs_datum", "resampling", "format_selection", "aggregation", "hydrology"]), JSON
+    ),
     justification=PAYLOADS,
     extra=st.one_of(st.just({}), UNKNOWN_KEYS),
 )
