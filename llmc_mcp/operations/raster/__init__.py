@@ -1,7 +1,7 @@
 """The ``raster`` namespace: describe, summarise, reproject, convert, compute and sample workspace rasters.
 
 One module per operation (:mod:`.info`, :mod:`.stats`, :mod:`.reproject`, :mod:`.convert`,
-:mod:`.calc`, :mod:`.sample`), each
+:mod:`.calc`, :mod:`.sample`, :mod:`.align`, :mod:`.merge`, ...), each
 holding the catalog entry and the code only it uses; :mod:`.accumulate` (streaming statistics),
 :mod:`.grid` (a reprojection's output grid) and :mod:`.output` (the atomic GeoTIFF write shared by
 reproject and convert) are their helpers. Every operation streams: statistics read windows of at
