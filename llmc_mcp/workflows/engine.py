@@ -154,6 +154,10 @@ class Engine:
             current = _current(workflow, state, step)
             values = _values(state, current)
             problems = _answer_problems(current.answer_kind, answer)
+            if current.answer_kind == "text" and not isinstance(answer, str) and not problems:
+                # MCP SDKs parse a JSON-looking string argument before the tool sees it (Claude Desktop
+                # sends lists as strings): a text answer that was JSON is kept as the text it was.
+                answer = json.dumps(answer, ensure_ascii=False)
             record = None
             if current.requires is not None and not problems:
                 record = self._justified(current, values, answer, facts, check_problem, problems)
@@ -372,8 +376,10 @@ def _answer_problems(kind: str, answer: Any) -> list[str]:
         return ["answer: not JSON data (text, numbers, lists and objects only)"]
     if size > MAX_ANSWER_CHARS:
         return [f"answer: {size} characters serialized, the limit is {MAX_ANSWER_CHARS}; summarize"]
-    if kind == "text" and not (isinstance(answer, str) and answer.strip()):
-        return [f"answer: must be non-empty text, got {_kind(answer)}"]
+    if kind == "text" and (
+        answer is None or answer == "" or (isinstance(answer, str) and not answer.strip())
+    ):
+        return [f"answer: must be non-empty text, got {_kind(answer) if answer is None else 'empty text'}"]
     if kind == "number" and (isinstance(answer, bool) or not isinstance(answer, int | float)):
         return [f"answer: must be a number, got {_kind(answer)}"]
     if kind == "list":
