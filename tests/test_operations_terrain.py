@@ -196,6 +196,15 @@ def test_an_explicit_z_factor_converts_undeclared_feet(ctx: OperationContext, wo
     assert (result.z_factor, result.z_factor_source) == (0.3048, "argument")
 
 
+def test_a_z_factor_that_is_not_positive_is_refused(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against a zero or negative z_factor flattening or inverting the terrain (a negative
+    one would turn every aspect around) instead of being refused."""
+    write(workspace_dir / "dem.tif", plane_on(NORTH_UP))
+    for bad in (0.0, -0.3048):
+        with pytest.raises(InvalidArgument, match="z_factor"):
+            call(SLOPE, ctx, dem="dem.tif", dst="slope.tif", z_factor=bad)
+
+
 def test_a_projected_crs_in_us_survey_feet_is_measured_in_its_own_unit(
     ctx: OperationContext, workspace_dir: Path
 ) -> None:

@@ -58,7 +58,18 @@ _METRES_PER_UNIT: dict[str, float] = {
     **dict.fromkeys(("m", "metre", "metres", "meter", "meters"), 1.0),
     **dict.fromkeys(("ft", "foot", "feet", "international foot", "intl foot", "ft (international)"), 0.3048),
     **dict.fromkeys(
-        ("us survey foot", "us survey feet", "us-ft", "ftus", "us ft", "us foot", "foot_us", "survey foot"),
+        (
+            "us survey foot",
+            "us survey feet",
+            "foot (us survey)",
+            "us-ft",
+            "ftus",
+            "ft us",
+            "us ft",
+            "us foot",
+            "foot us",
+            "survey foot",
+        ),
         1200 / 3937,
     ),
     **dict.fromkeys(("cm", "centimetre", "centimeter", "centimetres", "centimeters"), 0.01),
@@ -100,7 +111,7 @@ class Dem:
     _degrees_per_unit: float
 
     @classmethod
-    def open_checked(
+    def from_dataset(
         cls, ctx: OperationContext, ds: DatasetReader, z_factor: float | None, *, gradient: bool
     ) -> Dem:
         """The DEM, refused when its cells cannot be put in metres; ``gradient=False`` (roughness, which
@@ -144,7 +155,7 @@ class Dem:
             degrees = math.degrees(horizontal.axis_info[0].unit_conversion_factor)
             return cls(ctx, ds, shown, scale, offset, factor, source, "geographic_per_row",
                        x_sign, y_sign, 1.0, geod, degrees)  # fmt: skip
-        if gradient:
+        if gradient and horizontal.is_projected:  # an engineering (local) CRS is true to scale by definition
             _check_true_scale(horizontal, ds, shown)
         metres = horizontal.axis_info[0].unit_conversion_factor
         return cls(ctx, ds, shown, scale, offset, factor, source, "projected",
@@ -159,18 +170,18 @@ class Dem:
             x = np.full((rows + 2, 1), 2 * t.a * self._metres_per_unit * self._x_sign)
             y = np.full((rows, 1), 2 * t.e * self._metres_per_unit * self._y_sign)
             return Spans(x, y)
-        lat = self._latitudes(np.arange(row0 - 2, row0 + rows + 2))  # rows row0-2 .. row0+rows+1
-        step = abs(t.a) * self._degrees_per_unit
+        lat = self._latitudes(np.arange(row0 - 1, row0 + rows + 1))  # the padded window's rows
         on_earth = np.clip(lat, -90.0, 90.0)  # Geod refuses latitudes past a pole; those rows are NaN
-        mid = on_earth[1:-1]  # the padded window's rows
-        zeros = np.zeros_like(mid)
-        _, _, across = self._geod.inv(zeros, mid, np.full_like(mid, 2 * step), mid)
+        step = abs(t.a) * self._degrees_per_unit
+        zeros = np.zeros_like(lat)
+        _, _, across = self._geod.inv(zeros, on_earth, np.full_like(lat, 2 * step), on_earth)
         east = math.copysign(1.0, t.a) * self._x_sign
-        x = np.where(np.abs(lat[1:-1]) < 90.0, np.asarray(across) * east, np.nan)
-        above, below = on_earth[1:-3], on_earth[3:-1]  # the rows either side of each output row
-        _, _, along = self._geod.inv(zeros[2:], above, zeros[2:], below)
-        inside = (np.abs(lat[1:-3]) <= 90.0) & (np.abs(lat[3:-1]) <= 90.0)
-        y = np.where(inside, np.asarray(along) * math.copysign(1.0, t.e) * self._y_sign, np.nan)
+        x = np.where(np.abs(lat) < 90.0, np.asarray(across) * east, np.nan)
+        # Each output row's neighbours above and below: padded rows k and k + 2.
+        _, _, along = self._geod.inv(zeros[2:], on_earth[:-2], zeros[2:], on_earth[2:])
+        north = math.copysign(1.0, t.e) * self._y_sign
+        inside = (np.abs(lat[:-2]) <= 90.0) & (np.abs(lat[2:]) <= 90.0)
+        y = np.where(inside, np.asarray(along) * north, np.nan)
         return Spans(x[:, None], y[:, None])
 
     def _latitudes(self, rows: np.ndarray) -> np.ndarray:
@@ -245,7 +256,7 @@ def run(
     """Open ``dem``, reconcile its units, and write ``kernel`` over every window to ``dst`` atomically."""
     src_path, dst_path = _check_src_dst(ctx, dem, dst)
     with gdal_env(ctx), open_for_read(ctx, dem, "dem", resolved=src_path) as ds:
-        source = Dem.open_checked(ctx, ds, z_factor, gradient=gradient)
+        source = Dem.from_dataset(ctx, ds, z_factor, gradient=gradient)
         profile: dict[str, Any] = {
             "driver": "GTiff", "width": ds.width, "height": ds.height, "count": 1, "dtype": "float32",
             "crs": ds.crs, "transform": ds.transform, "nodata": math.nan, "tiled": True,
