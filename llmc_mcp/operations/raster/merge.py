@@ -305,7 +305,8 @@ def _check_sources(
             raise InvalidArgument(
                 f"sources '{name}' has {ds.count} band(s) and '{shown[0]}' {first.count}; bands combine "
                 "by number.",
-                fix="Mosaic rasters with the same bands (raster.convert can select bands).",
+                fix="Mosaic rasters with the same bands; raster.calc extracts one (expression 'b', inputs "
+                "[{'name': 'b', 'path': ..., 'band': n}]) to mosaic band by band.",
             )
         if ds.transform.b != 0 or ds.transform.d != 0:
             raise InvalidArgument(
