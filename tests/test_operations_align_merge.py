@@ -144,6 +144,18 @@ def test_align_into_another_crs_lands_on_likes_grid(ctx: OperationContext, works
     assert (info.width, info.height) == (9, 12)
 
 
+def test_align_leaves_likes_cells_outside_the_source_as_nodata(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against silent zeros: like's grid reaches 40 m past the source's east edge; those four
+    columns of 10 m are NaN (float data without nodata gets NaN, as raster.reproject does)."""
+    write(workspace_dir / "src.tif", np.full((4, 6), 5.0, "float32"), grid(10))
+    write(workspace_dir / "like.tif", np.zeros((4, 10), "uint8"), grid(10))
+    call(ALIGN, ctx, src="src.tif", like="like.tif", dst="out.tif")
+    values = read(workspace_dir / "out.tif")
+    assert (values[:, :6] == 5).all() and np.isnan(values[:, 6:]).all()
+
+
 def test_align_refuses_to_write_over_like(ctx: OperationContext, workspace_dir: Path) -> None:
     """Guards against destroying the reference grid: dst naming like would replace it."""
     write(workspace_dir / "src.tif", np.ones((4, 4), "float32"), grid(10))
@@ -302,6 +314,53 @@ def test_integer_sources_without_nodata_leave_gaps_masked_not_zero(
         assert out.nodata is None and (mask[:, 10:15] == 0).all() and (mask[:, :10] == 255).all()
 
 
+def test_merge_of_mixed_integer_types_keeps_every_value(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against casting to the first source's type: uint8 200 and int16 -300 mosaic into int16
+    (numpy's common type), both values intact."""
+    write(workspace_dir / "a.tif", np.full((4, 10), 200, "uint8"), grid(10), nodata=0)
+    write(workspace_dir / "b.tif", np.full((4, 10), -300, "int16"), grid(10, col=10), nodata=0)
+    result = call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif")
+    values = read(workspace_dir / "m.tif")
+    assert result.output.dtypes == ["int16"]
+    assert (values[:, :10] == 200).all() and (values[:, 10:] == -300).all()
+
+
+def test_a_computed_value_equal_to_the_given_nodata_is_refused(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against valid cells that read as nodata: the overlap's mean is 2, and nodata=2 would
+    turn it into holes, so the write fails and nothing is left under dst."""
+    halves(workspace_dir)
+    with pytest.raises(InvalidArgument, match="nodata"):
+        call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", method="mean", nodata=2)
+    assert not (workspace_dir / "m.tif").exists()
+
+
+def test_count_refuses_a_nodata_value(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against an option silently ignored: a count has no nodata (0 means no source)."""
+    halves(workspace_dir)
+    with pytest.raises(InvalidArgument, match="count"):
+        call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", method="count", nodata=0)
+
+
+def test_merge_bounds_cut_the_mosaic_on_the_given_corner(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against bounds ignored or shifted: bounds over columns 2-7 of the union give a 6-column
+    mosaic with its corner at column 2; with last, columns 2-4 are a's 1 and 5-7 (overlap) b's 3."""
+    halves(workspace_dir)
+    left, top = ORIGIN[0] + 20, ORIGIN[1]
+    call(
+        MERGE,
+        ctx,
+        sources=["a.tif", "b.tif"],
+        dst="m.tif",
+        method="last",
+        bounds=(left, top - 40, left + 60, top),
+    )
+    with rasterio.open(workspace_dir / "m.tif") as out:
+        assert tuple(out.transform)[:6] == (10.0, 0.0, left, 0.0, -10.0, top)
+        assert out.read(1).tolist() == [[1, 1, 1, 3, 3, 3]] * 4
+
+
 def test_merge_refuses_sources_on_different_crss(ctx: OperationContext, workspace_dir: Path) -> None:
     """Guards against a mosaic that reprojects behind the agent's back: a CRS and a resampling choice
     per source would be made unasked, so it refuses and names raster.align."""
@@ -377,6 +436,16 @@ def test_sources_that_do_not_overlap_ask_nothing(
     write(workspace_dir / "a.tif", np.full((4, 10), 1, "int16"), grid(10), nodata=-1)
     write(workspace_dir / "b.tif", np.full((4, 10), 3, "int16"), grid(10, col=10), nodata=-1)
     assert asked(gate, MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", method="mean") == []
+
+
+def test_overlap_outside_the_bounds_asks_nothing(
+    gate: Gate, ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against asking about cells that are not written: a and b overlap on columns 5-9, but
+    bounds keep columns 0-4, where a alone has data."""
+    halves(workspace_dir)
+    bounds = (ORIGIN[0], ORIGIN[1] - 40, ORIGIN[0] + 50, ORIGIN[1])
+    assert asked(gate, MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", method="max", bounds=bounds) == []
 
 
 def test_a_justified_aggregation_unlocks_exactly_its_method_and_data_kind(
