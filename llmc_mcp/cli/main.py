@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from llmc_mcp import __version__
 from llmc_mcp.cli import justifications
+from llmc_mcp.workflows import cli as workflows_cli
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ENV = "[env]"
@@ -73,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help=f"Log level on stderr: {', '.join(_LOG_LEVELS)} (default WARNING).",
     )
+    serve.add_argument(
+        "--reflection",
+        choices=("hints", "sampling", "auto"),
+        default=None,
+        help=f"A missing justification: the agent's (hints), the host model's (sampling), auto. {_ENV}",
+    )
     _add_limit_flags(serve)
     _add_quota_flags(serve)
 
@@ -93,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
 
     justifications.add_parser(commands, {"help": "Existing workspace (default: current dir)."})
+    workflows_cli.add_parser(commands)
 
     provenance = commands.add_parser("provenance", help="Trace files by their provenance records.")
     provenance_commands = provenance.add_subparsers(
@@ -177,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         return _lineage(args) if args.provenance_command == "lineage" else _validate_records(args)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "workflows":
+        root = getattr(args, "workspace", None)
+        workspace = None if args.workflows_action == "validate" else _existing_workspace(root or Path.cwd())
+        return workflows_cli.run(args, workspace)
     parser.print_help()
     return 0
 
@@ -221,6 +233,7 @@ def _settings(args: argparse.Namespace):
             memory_mb=getattr(args, "memory_mb", None),
             idle_ttl=getattr(args, "idle_ttl", None),
             max_workers=getattr(args, "max_workers", None),
+            reflection=getattr(args, "reflection", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:

@@ -37,7 +37,13 @@ class InputSpec(_Strict):
 
 
 class Test(_Strict):
-    """A condition on a saved value: the rendered ``value`` equals one text, or is one of several."""
+    """A condition on a saved value: the rendered ``value`` equals one text, or is one of several.
+
+    Numbers in the YAML compare as their text; YAML's ``yes``/``no`` are booleans and are refused
+    (quote them), since a saved value is never a boolean.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, coerce_numbers_to_str=True)
 
     value: str = Field(
         min_length=1, description="A template, usually one reference: '${routing.choice.method}'."

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_NAME = r"[A-Za-z][A-Za-z0-9_]*"
+"""No leading underscore: nothing a template names looks like a Python internal (``__class__``)."""
 _PATH = re.compile(rf"\A({_NAME})((?:\.{_NAME}|\[\d+\])*)\Z")
 _PART = re.compile(rf"\.({_NAME})|\[(\d+)\]")
 _TAG = re.compile(r"\$\{([^{}]*)\}")
