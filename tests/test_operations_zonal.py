@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import rasterio
+import rasterio.windows
 import shapely
 from affine import Affine
 from mcp import Client
@@ -345,6 +346,58 @@ def test_zones_that_cannot_reach_the_raster_crs_are_refused(
         assert "cannot be transformed" in str(exc)
     else:
         assert only(result) == {"count": 0.0}
+
+
+def test_a_sidecar_moving_the_grid_is_refused_unless_a_side_is_chosen(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against zones laid on a grid that a sidecar moved without anyone saying: the .aux.xml
+    shifts the raster 10 columns east, so columns 10..19 of the file hold values 0..9 there."""
+    write_raster(workspace_dir / "v.tif", columns())
+    moved = f"{X0 + 10 * CELL}, {CELL}, 0, {Y0}, 0, {-CELL}"
+    (workspace_dir / "v.tif.aux.xml").write_text(
+        f"<PAMDataset><GeoTransform>{moved}</GeoTransform></PAMDataset>"
+    )
+    write_zones(workspace_dir / "z.geojson", [cells(10, 20, 5, 15)])
+    with pytest.raises(RasterError, match="two georeferencings") as caught:
+        call(ctx, path="v.tif", zones="z.geojson")
+    assert "georeferencing='file'" in (caught.value.fix or "")
+    assert only(call(ctx, path="v.tif", zones="z.geojson", stats=["mean"], georeferencing="file")) == {
+        "mean": 14.5
+    }
+    assert only(call(ctx, path="v.tif", zones="z.geojson", stats=["mean"], georeferencing="sidecar")) == {
+        "mean": 4.5
+    }
+
+
+def test_memory_follows_the_window_budget_not_the_raster(
+    ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a zone covering the whole raster read in one piece: with a budget of 50,000 cells
+    a polygon over all of a 2000 x 2000 float32 raster (15 MiB) is read in pieces; the peak of the
+    arrays allocated stays under 2 MiB and the count is exact ((2000 - 1)^2 after a half-cell inset)."""
+    import tracemalloc
+
+    monkeypatch.setattr(
+        importlib.import_module("llmc_mcp.operations.raster.zonal"), "MAX_CELLS_IN_MEMORY", 50_000
+    )
+    size = 2000
+    profile = {
+        "driver": "GTiff", "width": size, "height": size, "count": 1, "dtype": "float32", "crs": UTM,
+        "transform": GRID, "tiled": True, "blockxsize": 256, "blockysize": 256,
+    }  # fmt: skip
+    with rasterio.open(workspace_dir / "big.tif", "w", **profile) as ds:
+        for top in range(0, size, 250):
+            ds.write(np.ones((250, size), "float32"), 1, window=rasterio.windows.Window(0, top, size, 250))
+    write_zones(workspace_dir / "z.geojson", [cells(0.5, size - 0.5, 0.5, size - 0.5)])
+    tracemalloc.start()
+    try:
+        result = call(ctx, path="big.tif", zones="z.geojson", stats=["count", "mean"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert only(result) == {"count": float((size - 1) ** 2), "mean": 1.0}
+    assert peak < 2 << 20, peak
 
 
 # --- a raster of zone ids --------------------------------------------------------------------------

@@ -25,8 +25,9 @@ from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.models import ZonalStat, ZonalStatsResult, ZoneStatistics
+from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
+from llmc_mcp.operations.models import GeoreferencingChoice, ZonalStat, ZonalStatsResult, ZoneStatistics
+from llmc_mcp.operations.progress import counted, fraction_callback
 from llmc_mcp.operations.raster.pixels import read_valid
 from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
 from llmc_mcp.operations.vectors import EXTENSIONS, read_polygons
@@ -84,6 +85,7 @@ def zonal_stats(
             "False summarises stored values."
         ),
     ] = True,
+    georeferencing: GeoreferencingChoice = None,
 ) -> ZonalStatsResult:
     """Statistics of a band per zone, with exact fractional cell coverage for polygon zones.
 
@@ -102,7 +104,8 @@ def zonal_stats(
     layer with a zone raster, lines or points, too many zones or vertices; PathRefused for a vector
     format beyond the three or a sidecar leading out; RasterError for a rotated raster, a zone raster
     on another grid or with non-integer ids, a raster without CRS with polygon zones, or a sidecar
-    overriding the raster's georeferencing; CrsError when the zones' CRS cannot be transformed.
+    overriding the georeferencing of path or of a zone raster (pass georeferencing: it applies to
+    both); CrsError when the zones' CRS cannot be transformed.
     """
     wanted = _check_stats(stats)
     vector = Path(zones).suffix.lower() in EXTENSIONS
@@ -113,7 +116,8 @@ def zonal_stats(
             f"is none of {', '.join(sorted(EXTENSIONS))}).",
             fix=f"Leave {given} out for a zone raster: its cell values are the zone ids.",
         )
-    with gdal_env(ctx), open_for_read(ctx, path, "path") as ds:
+    choice: GeoreferencingPolicy = georeferencing or "refuse"
+    with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=choice) as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         check_bands(ds, [band], shown)
         scale, offset = _scale_offset(ds, band)
@@ -121,7 +125,7 @@ def zonal_stats(
         linear = (scale, offset) if applied else None
         if vector:
             return _polygon_zones(ctx, ds, shown, zones, band, wanted, zone_field, layer, linear, physical)
-        return _raster_zones(ctx, ds, shown, zones, band, wanted, linear, physical)
+        return _raster_zones(ctx, ds, shown, zones, band, wanted, linear, physical, choice)
 
 
 def _check_stats(stats: list[ZonalStat]) -> list[ZonalStat]:
@@ -183,6 +187,7 @@ def _polygon_zones(
         include_cols=[_INDEX],
         max_cells_in_memory=MAX_CELLS_IN_MEMORY,
         output="geojson",
+        progress=fraction_callback(),
     )
     results: list[ZoneStatistics] = []
     for row in rows:
@@ -350,13 +355,14 @@ def _raster_zones(
     wanted: list[ZonalStat],
     linear: tuple[float, float] | None,
     physical: bool,
+    choice: GeoreferencingPolicy,
 ) -> ZonalStatsResult:
-    with _open_zone_raster(ctx, zones) as zds:
+    with _open_zone_raster(ctx, zones, choice) as zds:
         zones_shown = ctx.workspace.relative(Path(zds.name))
         _check_zone_raster(ds, shown, zds, zones_shown)
         moments = _Moments()
         distribution = _Distribution() if _DISTRIBUTION & set(wanted) else None
-        for window in _row_bands(ds):
+        for window in counted(_row_bands(ds)):
             raw, valid = read_valid(ctx, ds, band, window)
             ids, has_zone = read_valid(ctx, zds, 1, window)
             ids, inside = ids[has_zone].astype(np.int64), valid[has_zone]
@@ -399,9 +405,9 @@ def _raster_zones(
     )
 
 
-def _open_zone_raster(ctx: OperationContext, zones: str) -> DatasetReader:
+def _open_zone_raster(ctx: OperationContext, zones: str, choice: GeoreferencingPolicy) -> DatasetReader:
     try:
-        return open_for_read(ctx, zones, "zones")
+        return open_for_read(ctx, zones, "zones", georeferencing=choice)
     except RasterError as exc:
         if "is not a raster GDAL can read" not in exc.message:
             raise
