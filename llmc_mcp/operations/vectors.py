@@ -88,7 +88,7 @@ class Polygons:
     repaired: int = 0
     """How many invalid geometries (self-intersections, wrong ring order...) ``make_valid`` repaired."""
     files: tuple[str, ...] = ()
-    """Workspace-relative names of every file the input is made of (the .shp and its sidecars)."""
+    """Workspace-relative names of every file the input is made of: the file named, then its sidecars."""
 
 
 def read_polygons(

@@ -312,3 +312,58 @@ def test_the_number_of_vertices_is_capped(
     circle = shapely.Point(0, 0).buffer(10, quad_segs=16)  # 65 vertices
     write_vector(workspace_dir / "zones.gpkg", [circle])
     assert_refused(ctx, "zones.gpkg", InvalidArgument, "65 vertices", "Simplify")
+
+
+# --------------------------------------------------------------------------- through a worker
+
+
+def _utm_raster(path: Path) -> None:
+    profile = {"driver": "GTiff", "width": 8, "height": 8, "count": 1, "dtype": "uint8",
+               "crs": "EPSG:32631", "transform": from_origin(0, 8, 1, 1)}  # fmt: skip
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(np.ones((1, 8, 8), dtype="uint8"))
+
+
+@pytest.mark.anyio
+async def test_a_worker_hardens_pyogrio_gdal_too(workspace_dir: Path, outside: Path, sink: Sink) -> None:
+    """The worker is where agent code runs, and it loads pyogrio's GDAL only when zones are first read:
+    there too an OGR VRT renamed .geojson must find no VRT driver, and a 'link' CRS no network."""
+    from mcp import Client
+
+    from llmc_mcp.config import Settings
+    from llmc_mcp.server.app import build_server
+    from tests.mcp_helpers import structured
+
+    _utm_raster(workspace_dir / "v.tif")
+    (workspace_dir / "vrt.geojson").write_text(
+        f'<OGRVRTDataSource><OGRVRTLayer name="secret"><SrcDataSource>{outside / "secret.shp"}'
+        "</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"
+    )
+    document = {
+        "type": "FeatureCollection",
+        "crs": {"type": "link", "properties": {"href": sink.url("crs.wkt"), "type": "ogcwkt"}},
+        "features": [
+            {"type": "Feature", "properties": {},
+             "geometry": json.loads(shapely.to_geojson(shapely.box(0, 0, 4, 4)))},
+        ],
+    }  # fmt: skip
+    (workspace_dir / "link.geojson").write_text(json.dumps(document))
+    code = (
+        "out = []\n"
+        "for name in ['vrt.geojson', 'link.geojson']:\n"
+        "    try:\n"
+        "        out.append(raster.zonal_stats('v.tif', name, stats=['count'])['results'][0]['stats'])\n"
+        "    except ApiError as e:\n"
+        "        out.append(e.type + ': ' + e.message)\n"
+        "out"
+    )
+    settings = Settings(mode="code", workspace=workspace_dir, exec_timeout=30, memory_mb=2048)
+    async with Client(build_server(settings)) as client:
+        answer = structured(await client.call_tool("execute_code", {"code": code}))
+    assert answer["ok"], answer
+    refused, linked = answer["result"]
+    assert refused.startswith("invalid_argument") and "not a vector file" in refused
+    assert SECRET not in json.dumps(answer)
+    # The link is ignored (GeoJSON's default CRS, EPSG:4326): the zone lies far from this UTM raster.
+    assert linked == {"count": 0.0}
+    assert sink.requests == []

@@ -206,7 +206,7 @@ def _polygon_zones(
     return ZonalStatsResult(
         path=shown,
         band=band,
-        zones=ctx.workspace.relative(ctx.workspace.input_path(zones, argument="zones")),
+        zones=polygons.files[0],
         zones_kind="polygons",
         layer=polygons.layer,
         zone_field=zone_field,
