@@ -27,6 +27,10 @@ from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 SAMPLE = "RGB.byte.tif"
 OUTPUT = "rgb_4326.tif"
+INDEX = "grvi.tif"
+INDEX_EXPRESSION = "(green - red) / (green + red)"
+"""The green-red vegetation index: the sample is a visible-light RGB scene, so no near infrared for NDVI."""
+INDEX_INPUTS = {"red": {"path": SAMPLE, "band": 1}, "green": {"path": SAMPLE, "band": 2}}
 JUSTIFICATIONS = {
     "crs_datum": {
         "intent": "Overlay a Landsat RGB scene on a web map whose layers are stored in WGS 84 lat/lon.",
@@ -177,6 +181,12 @@ async def _code_story(client: Client, t: Transcript) -> None:
     retry = persist + reproject + '\n{k: out[k] for k in ("width", "height", "crs", "res")}'
     await _execute(client, t, "execute_code: persist + retry", retry)
     await _execute(client, t, "execute_code: same call again (cached)", reproject + '\nout["crs"]["epsg"]')
+    index_code = (
+        f"idx = raster.calc({INDEX_EXPRESSION!r}, {INDEX_INPUTS!r}, {INDEX!r})\n"
+        f's = raster.stats({INDEX!r}, percentiles=[50])["bands"][0]\n'
+        '[idx["valid_count"], idx["nodata_count"], round(s["mean"], 3), round(s["percentiles"]["p50"], 3)]'
+    )
+    await _execute(client, t, "execute_code: analysis (an index and its statistics)", index_code)
     await _execute(
         client,
         t,
@@ -208,6 +218,14 @@ async def _classic_story(client: Client, t: Transcript) -> None:
         )
     t.add("raster_reproject (retry)", args, await client.call_tool("raster_reproject", args))
     t.add("raster_reproject (cached)", args, await client.call_tool("raster_reproject", args))
+    calc_args = {"expression": INDEX_EXPRESSION, "inputs": INDEX_INPUTS, "dst": INDEX}
+    t.add("raster_calc (analysis: an index)", calc_args, await client.call_tool("raster_calc", calc_args))
+    index_stats = {"path": INDEX, "percentiles": [50]}
+    t.add(
+        "raster_stats (analysis: its statistics)",
+        index_stats,
+        await client.call_tool("raster_stats", index_stats),
+    )
 
 
 def print_transcript(transcript: Transcript, *, color: bool) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 import rasterio
 from numexpr.expressions import functions as _NUMEXPR_FUNCTIONS
 from pydantic import AfterValidator, BeforeValidator, Field
+from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
@@ -37,6 +38,7 @@ from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
     _describe_output,
@@ -468,6 +470,61 @@ def _crs_name(ds: DatasetReader) -> str:
 
 
 @dataclass
+class _Group:
+    """The bands one window read takes from one dataset, and the expression names they stand for."""
+
+    dataset: DatasetReader
+    bands: list[int]
+    names: list[tuple[str, int]]
+    """Each name with the position of its band in ``bands``."""
+    masked: bool
+    """Whether any of the bands can hold an invalid cell (nodata, mask, alpha, NaN): else no mask is kept."""
+
+
+def _groups(bound: Sequence[_Bound]) -> list[_Group]:
+    """One read per dataset and window: a pixel-interleaved file's blocks are decoded once for all its
+    bands, not once per band."""
+    groups: dict[int, _Group] = {}
+    for item in bound:
+        ds = item.dataset
+        group = groups.setdefault(id(ds), _Group(ds, [], [], False))
+        if item.band not in group.bands:
+            group.bands.append(item.band)
+        group.names.append((item.used.name, group.bands.index(item.band)))
+        floating = np.dtype(ds.dtypes[item.band - 1]).kind == "f"
+        group.masked |= floating or ds.mask_flag_enums[item.band - 1] != [MaskFlags.all_valid]
+    return list(groups.values())
+
+
+def _physical_program(program: str, bound: Sequence[_Bound], physical: bool) -> tuple[str, dict[str, float]]:
+    """The program with each scaled name as ``(name * _sN + _oN)``, and those constants.
+
+    numexpr then applies scale and offset in the pass that evaluates the expression, instead of two
+    numpy passes and a temporary per input and window. Input names never start with '_', so the
+    constants cannot collide with them; they are operands, never text numexpr parses.
+    """
+    constants: dict[str, float] = {}
+    linear: dict[str, tuple[str, str]] = {}
+    for i, item in enumerate(bound):
+        if physical and item.used.applied:
+            linear[item.used.name] = (f"_s{i}", f"_o{i}")
+            constants[f"_s{i}"], constants[f"_o{i}"] = item.scale, item.offset
+    if not linear:
+        return program, constants
+
+    class _Scaled(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id not in linear:  # function names and unscaled inputs
+                return node
+            scale, offset = linear[node.id]
+            product = ast.BinOp(node, ast.Mult(), ast.Name(scale, ast.Load()))
+            return ast.BinOp(product, ast.Add(), ast.Name(offset, ast.Load()))
+
+    tree = _Scaled().visit(ast.parse(program, mode="eval"))
+    return ast.unparse(ast.fix_missing_locations(tree)), constants
+
+
+@dataclass
 class _CalcPlan:
     """The write: windows of every input, the program, the output; counts what it wrote."""
 
@@ -483,63 +540,73 @@ class _CalcPlan:
     invalid: int = 0
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
+        groups = _groups(self.bound)
+        program, constants = _physical_program(self.program, self.bound, self.physical)
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.expression[:200])
             out.update_tags(LLMC_EXPRESSION=self.expression[:1000], LLMC_PHYSICAL=str(self.physical))
-            for window in _windows(out.width, out.height):
-                out.write(self._compute(window), 1, window=window)
+            for window in counted(_windows(out.width, out.height)):
+                out.write(self._compute(window, groups, program, constants), 1, window=window)
 
-    def _compute(self, window: Window) -> np.ndarray:
-        arrays: dict[str, np.ndarray] = {}
-        invalid = np.zeros((window.height, window.width), dtype=bool)
-        for item in self.bound:
-            values, excluded = _read(self.ctx, item, window, self.physical)
-            arrays[item.used.name] = values
-            invalid |= excluded
-        result = np.asarray(
-            numexpr.evaluate(self.program, local_dict=arrays, global_dict={}), dtype=np.float64
-        )
-        if result.shape != invalid.shape:  # an expression without names: one value for every cell
-            result = np.broadcast_to(result, invalid.shape).copy()
-        invalid |= ~np.isfinite(result)
-        if self.dtype.kind == "f":
-            # Finite in float64 but past the output type's range: written, it would be infinity.
-            invalid |= np.abs(result) > np.finfo(self.dtype).max
-        if self.dtype.kind in "iu":
-            limits = np.iinfo(self.dtype)
-            result = np.rint(np.where(invalid, 0.0, result))
-            invalid |= (result < limits.min) | (result > limits.max)
-            collide = ~invalid & (result == self.nodata)
-            if collide.any():
-                raise InvalidArgument(
-                    f"{int(collide.sum())} cell(s) of window {window} computed to {self.nodata:g}, the "
-                    "output's nodata value: they would read as nodata.",
-                    fix="Pass a nodata value the result never takes, or a float dtype (NaN is nodata).",
-                )
-        elif self.nodata is not None and not math.isnan(self.nodata):
-            collide = ~invalid & (result.astype(self.dtype) == self.nodata)
+    def _compute(
+        self, window: Window, groups: Sequence[_Group], program: str, constants: Mapping[str, float]
+    ) -> np.ndarray:
+        arrays: dict[str, Any] = dict(constants)
+        inputs_ok: np.ndarray | None = None
+        for group in groups:
+            raw, valid = read_valid(self.ctx, group.dataset, group.bands, window)
+            for name, position in group.names:
+                arrays[name] = raw[position].astype(np.float64)
+            if group.masked:
+                every = valid.all(axis=0)
+                inputs_ok = every if inputs_ok is None else inputs_ok & every
+        compute = self._floats if self.dtype.kind == "f" else self._integers
+        out, ok = compute(window, program, arrays, inputs_ok)
+        good = int(np.count_nonzero(ok))
+        self.valid += good
+        self.invalid += ok.size - good
+        if good < ok.size:
+            np.copyto(out, self.nodata if self.nodata is not None else math.nan, where=~ok)
+        return out
+
+    def _floats(
+        self, window: Window, program: str, arrays: dict[str, Any], inputs_ok: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Computed in float64 and cast on numexpr's final store, so no float64 window is kept. Not
+        finite (x/0, log(0)) or past the output type's range (the cast makes it infinite): not valid."""
+        out = np.empty((window.height, window.width), dtype=self.dtype)
+        numexpr.evaluate(program, local_dict=arrays, global_dict={}, out=out, casting="unsafe")
+        ok = np.isfinite(out)
+        if inputs_ok is not None:
+            ok &= inputs_ok
+        if self.nodata is not None and not math.isnan(self.nodata):
+            collide = ok & (out == self.nodata)
             if collide.any():
                 raise InvalidArgument(
                     f"{int(collide.sum())} cell(s) computed to {self.nodata:g}, the output's nodata value.",
                     fix="Omit nodata (NaN is used) or pass a value the result never takes.",
                 )
-        fill = self.nodata if self.nodata is not None else math.nan
-        out = np.where(invalid, fill, result).astype(self.dtype)
-        bad = int(invalid.sum())
-        self.invalid += bad
-        self.valid += invalid.size - bad
-        return out
+        return out, ok
 
-
-def _read(
-    ctx: OperationContext, item: _Bound, window: Window, physical: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """One input's window in float64 (scaled when asked), and where it is nodata."""
-    raw, valid = read_valid(ctx, item.dataset, item.band, window)
-    values = raw.astype(np.float64)
-    if physical and (item.scale != 1.0 or item.offset != 0.0):
-        values = values * item.scale + item.offset
-    return values, ~valid
+    def _integers(
+        self, window: Window, program: str, arrays: dict[str, Any], inputs_ok: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rounded half to even; not finite or outside the type's range: not valid."""
+        result = numexpr.evaluate(program, local_dict=arrays, global_dict={})
+        ok = np.isfinite(result)
+        if inputs_ok is not None:
+            ok &= inputs_ok
+        limits = np.iinfo(self.dtype)
+        result = np.rint(np.where(ok, result, 0.0))
+        ok &= (result >= limits.min) & (result <= limits.max)
+        collide = ok & (result == self.nodata)
+        if collide.any():
+            raise InvalidArgument(
+                f"{int(collide.sum())} cell(s) of window {window} computed to {self.nodata:g}, the "
+                "output's nodata value: they would read as nodata.",
+                fix="Pass a nodata value the result never takes, or a float dtype (NaN is nodata).",
+            )
+        return np.where(ok, result, 0.0).astype(self.dtype), ok
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:

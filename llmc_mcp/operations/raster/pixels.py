@@ -1,9 +1,10 @@
 """Reading pixels: one window of one or more bands, and which of them are valid.
 
 Every operation that reads pixel values (stats, area, calc, sample) needs the same three things, so
-they are done once, here: nodata, masks and alpha all come through GDAL's mask (``masked=True``),
-NaN and infinities are never valid values, and a read GDAL cannot complete becomes a
-:class:`RasterError` naming the file, not a library exception with an absolute path.
+they are done once, here: nodata, masks and alpha all come through GDAL's mask (a masked read, unless
+GDAL says every band read is all valid), NaN and infinities are never valid values, and a read GDAL
+cannot complete becomes a :class:`RasterError` naming the file, not a library exception with an
+absolute path.
 """
 
 from __future__ import annotations
