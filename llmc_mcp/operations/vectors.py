@@ -214,8 +214,8 @@ _HARDEN_LOCK = threading.Lock()
 def hardened_pyogrio() -> ModuleType:
     """pyogrio, with its own GDAL reduced to :data:`VECTOR_DRIVERS` and its network switched off.
 
-    Checked on every call, not once: anything that made GDAL register its drivers again (a
-    ``GDALAllRegister`` in another library sharing it) would otherwise go unnoticed.
+    Checked and set on every call, not once (both are cheap): a later ``GDALAllRegister`` or a reset of
+    the config options in that library would otherwise go unnoticed.
     """
     with _HARDEN_LOCK:
         # A worker's GDAL_SKIP lists rasterio's GDAL's drivers; pyogrio's GDAL, reading it when first
@@ -233,8 +233,8 @@ def hardened_pyogrio() -> ModuleType:
             left = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
             if left:
                 raise RuntimeError(f"pyogrio's GDAL drivers could not be deregistered: {', '.join(left)}")
-            # PROJ_NETWORK here reaches the PROJ inside pyogrio's GDAL, not pyproj's.
-            pyogrio.set_gdal_config_options(dict(HARDENED_CONFIG))
+        # PROJ_NETWORK here reaches the PROJ inside pyogrio's GDAL, not pyproj's.
+        pyogrio.set_gdal_config_options(dict(HARDENED_CONFIG))
     return pyogrio
 
 
