@@ -69,6 +69,7 @@ def test_the_wheel_holds_every_module_template_prompt_and_the_sample(wheel: Path
     expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.py")}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.tmpl")}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.md")}
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmc_mcp").rglob("*.yaml")}
     expected.add("llmc_mcp/cli/sample/RGB.byte.tif")
     assert expected - names == set()
 
