@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 
 HostHandler = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 """Serves one worker request; returns its result or raises an LlmcError."""
+ProgressHandler = Callable[[float, float | None, str], Awaitable[None]]
+"""Relays one progress value of the call being served to its client: ``(progress, total, message)``."""
 
 STARTUP_TIMEOUT = 60.0
 DEMOTE_AFTER = 1.0
@@ -74,6 +76,9 @@ DEMOTED_NICE = 19
 EXIT_GRACE = 1.0
 """Seconds a worker whose channel closed gets to exit by itself, so its real status is reported."""
 REAP_INTERVAL_MAX = 60.0
+PROGRESS_PER_SECOND = 20
+"""Progress notifications relayed per call and second at most, whatever the worker sends."""
+PROGRESS_MESSAGE_CHARS = 200
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PROJ_DATA", "PROJ_LIB", "GDAL_DATA")
 _WORKER_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -179,9 +184,11 @@ class WorkerPool:
         on_discard: Callable[[str], Awaitable[None]] | None = None,
         warm_spare: bool = True,
         prestarted: Process | None = None,
+        on_progress: ProgressHandler | None = None,
     ):
         self.settings = settings
         self._handler = handler
+        self._on_progress = on_progress
         self._on_discard = on_discard
         """Called with the session key once a worker is gone (killed, crashed, reaped or closed)."""
         self._config = worker_config(settings, workspace)
@@ -519,8 +526,13 @@ class WorkerPool:
     async def _call(self, worker: Worker, method: str, params: dict[str, Any]) -> Any:
         request_id = worker.next_id()
         await worker.channel.send({"id": request_id, "method": method, "params": params})
+        progress = ProgressRelay(self._on_progress)
         while True:
             message = await worker.channel.receive()
+            if "method" in message and "id" not in message:
+                if message["method"] == "progress":
+                    await progress.relay(message.get("params"))
+                continue
             if "method" in message:
                 await worker.channel.send(await self._serve(worker, message))
                 continue
@@ -569,6 +581,45 @@ class WorkerPool:
                 except Exception as exc:
                     log.error("cleanup after the worker of session %s failed: %s", key[:12], exc)
         return worker.process.returncode
+
+
+class ProgressRelay:
+    """One call's progress notifications, checked before they reach its client.
+
+    The worker is untrusted: a value that is not a finite number above the last one relayed, or that
+    passes its total, is dropped, messages are cut to :data:`PROGRESS_MESSAGE_CHARS`, and at most
+    :data:`PROGRESS_PER_SECOND` a second are relayed (a real worker sends five, see
+    :mod:`llmc_mcp.operations.progress`), so a subverted worker cannot flood the client.
+    """
+
+    def __init__(self, handler: ProgressHandler | None, clock: Callable[[], float] = time.monotonic):
+        self._handler = handler
+        self._clock = clock
+        self._last = 0.0
+        self._window = (-math.inf, 0)
+
+    async def relay(self, params: object) -> None:
+        if self._handler is None or not isinstance(params, Mapping):
+            return
+        progress, total = params.get("progress"), params.get("total")
+        if not _finite(progress) or progress <= self._last:
+            return
+        if total is not None and (not _finite(total) or progress > total):
+            return
+        start, count = self._window
+        now = self._clock()
+        if now - start >= 1.0:
+            start, count = now, 0
+        if count >= PROGRESS_PER_SECOND:
+            return
+        self._window = (start, count + 1)
+        self._last = float(progress)
+        message = str(params.get("message") or "")[:PROGRESS_MESSAGE_CHARS]
+        await self._handler(float(progress), None if total is None else float(total), message)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 async def _stop(worker: Worker) -> None:

@@ -29,7 +29,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -324,6 +324,7 @@ class ChannelHost:
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations import OperationContext
     from llmc_mcp.operations.gdal_env import disable_network, unexpected_drivers
+    from llmc_mcp.operations.progress import tracking
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
     from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
@@ -351,12 +352,13 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
             set_cpu_budget(config.cpu_seconds)
             if isinstance(sys.stderr, BoundedStderr):
                 sys.stderr.new_call()
-            if method == "operation":
-                result = _run_operation(call_operation, operations, params)
-            else:
-                if params.get("reset"):
-                    session.reset()
-                result = session.execute(params.get("code", ""))
+            with tracking(_progress_sender(channel), one_operation=method == "operation"):
+                if method == "operation":
+                    result = _run_operation(call_operation, operations, params)
+                else:
+                    if params.get("reset"):
+                        session.reset()
+                    result = session.execute(params.get("code", ""))
             try:
                 channel.send({"id": message.get("id"), "result": result})
             except ProtocolError as exc:  # over the frame limit: say so rather than die
@@ -367,6 +369,16 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
             channel.send(
                 {"id": message.get("id"), "error": {"type": "protocol", "message": f"unknown {method}"}}
             )
+
+
+def _progress_sender(channel: Any) -> Callable[[float, float | None, str], None]:
+    """Progress as a notification: a message with a method and no id, which the server never answers."""
+
+    def send(progress: float, total: float | None, message: str) -> None:
+        params = {"progress": progress, "total": total, "message": message}
+        channel.send({"method": "progress", "params": params})
+
+    return send
 
 
 def _run_operation(call: Any, operations: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:

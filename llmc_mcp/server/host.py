@@ -23,6 +23,7 @@ from llmc_mcp.operations import get_operation
 from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.progress import relay_progress
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
 from llmc_mcp.workflows.engine import Engine
@@ -204,4 +205,5 @@ def worker_pool(runtime: Runtime) -> WorkerPool:
         host,
         on_discard=host.worker_discarded,
         prestarted=runtime.prestarted,
+        on_progress=relay_progress,
     )

@@ -33,6 +33,7 @@ from rasterio.windows import Window
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.models import RasterInfo
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
     _describe_output,
@@ -203,7 +204,7 @@ class GridPlan:
             **self.options,
         }
         with rasterio.open(tmp, "w", **profile) as out:
-            for row in range(0, source.height, OUTPUT_BLOCK):
+            for row in counted(range(0, source.height, OUTPUT_BLOCK)):
                 window = Window(0, row, source.width, min(OUTPUT_BLOCK, source.height - row))
                 out.write(self.data[row : row + int(window.height)], 1, window=window)
             if self.tags:

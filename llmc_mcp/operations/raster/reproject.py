@@ -30,6 +30,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
 from llmc_mcp.operations.raster.output import (
     creation_options,
@@ -342,7 +343,7 @@ def _copy_warped(vrt: WarpedVRT, out: Any, count: int, dtype: np.dtype, use_mask
     bands = list(range(1, count + 1))
     # The alpha band has the data type; the mask written from it is one byte per pixel.
     per_pixel = count * dtype.itemsize + (dtype.itemsize + 1 if use_mask else 0)
-    for window in write_windows(out.width, out.height, per_pixel):
+    for window in counted(write_windows(out.width, out.height, per_pixel)):
         out.write(vrt.read(bands, window=window), window=window)
         if use_mask:
             out.write_mask(vrt.read(count + 1, window=window) > 0, window=window)

@@ -21,6 +21,7 @@ from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import BandStats, Histogram, RasterStats, RawStats
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key
 from llmc_mcp.operations.raster.pixels import read_valid
 
@@ -101,14 +102,14 @@ def stats(
         accumulators = {
             b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(computed), histogram_bins) for b in indexes
         }
-        for window, shape in reads:
+        for window, shape in counted(reads):
             for b in indexes:
                 raw, valid = read_valid(ctx, ds, b, window, shape)
                 values, excluded = raw[valid], int(valid.size - np.count_nonzero(valid))
                 accumulators[b].first(values, excluded)
         second = [b for b in indexes if accumulators[b].begin_second()]
         if second:
-            for window, shape in reads:
+            for window, shape in counted(reads):
                 for b in second:
                     raw, valid = read_valid(ctx, ds, b, window, shape)
                     accumulators[b].second(raw[valid])

@@ -37,6 +37,7 @@ from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import GroundSpacing, TerrainResult, ZFactorSource
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
     _check_src_dst,
     _describe_output,
@@ -300,7 +301,7 @@ class TerrainPlan:
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.measure)
-            for window in windows(out.width, out.height):
+            for window in counted(windows(out.width, out.height)):
                 z = self.dem.read_padded(window)
                 spans = self.dem.spans(int(window.row_off), int(window.height))
                 values = self.kernel(z, spans, self.z_factor)
