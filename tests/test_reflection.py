@@ -26,12 +26,18 @@ EXAMPLE_ARGS = {
     "justify_resampling_method": {"method": "bilinear", "data": "continuous", "purpose": "warping"},
     "justify_lossy_compression": {"compress": "JPEG", "driver": "COG"},
     "justify_overlap_aggregation": {"method": "mean", "data": "continuous"},
+    "justify_depression_handling": {"method": "fill", "max_depth": "none"},
+    "justify_flow_routing": {"routing": "d8"},
+    "justify_stream_threshold": {"threshold": "5000.0", "units": "cells"},
 }
 SUBJECTS = {
     "justify_crs_selection": ("crs_datum", "dst_crs"),
     "justify_resampling_method": ("resampling", "method"),
     "justify_lossy_compression": ("format_selection", "compress"),
     "justify_overlap_aggregation": ("aggregation", "method"),
+    "justify_depression_handling": ("hydrology", "method"),
+    "justify_flow_routing": ("hydrology", "routing"),
+    "justify_stream_threshold": ("hydrology", "threshold"),
 }
 
 

@@ -105,7 +105,7 @@ def condition(
     kept = (
         "every depression filled"
         if depth is None
-        else f"depressions entered by a drop of at least {depth:g} kept as sinks (smaller hollows in them filled)"
+        else f"depressions entered by a drop of at least {depth:g} kept as sinks (hollows in them filled)"
     )
     return ConditionResult(
         output=output,
