@@ -41,6 +41,15 @@ class Settings(BaseModel):
         256, ge=0, description="Free disk space no output may take, kept for the server's records, MiB."
     )
 
+    reflection: Literal["hints", "sampling", "auto"] = Field(
+        "auto",
+        description="How a missing justification is obtained: 'hints' (the agent answers), 'sampling' (the "
+        "host's model, via MCP sampling; hints with the reason when it cannot), 'auto' (sampling when the "
+        "client can sample, else hints).",
+    )
+    sampling_timeout: float = Field(
+        60.0, gt=0, le=600, description="Seconds the host's model has to answer one sampling request."
+    )
     workflow_ttl_hours: float = Field(
         168.0, gt=0, description="Hours a workflow run is kept after its last step (then it expires)."
     )
@@ -56,6 +65,8 @@ class Settings(BaseModel):
             "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
             "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
             "workflow_ttl_hours": os.environ.get("LLMC_MCP_WORKFLOW_TTL_HOURS"),
+            "reflection": os.environ.get("LLMC_MCP_REFLECTION"),
+            "sampling_timeout": os.environ.get("LLMC_MCP_SAMPLING_TIMEOUT"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

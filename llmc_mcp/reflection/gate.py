@@ -40,6 +40,9 @@ class Hint(BaseModel):
     hash: str = Field(description="The cache key; pass it back to persist.")
     prompt_text: str
     operation: str
+    fallback: str | None = Field(
+        None, description="Why the server did not obtain this justification itself (sampling), when it tried."
+    )
 
 
 class PersistResult(BaseModel):
@@ -65,7 +68,7 @@ class ReflectionRequired(LlmcError):
         return {
             "type": self.kind,
             "message": self.message,
-            "reflection_required": [h.model_dump() for h in self.hints],
+            "reflection_required": [h.model_dump(exclude_none=True) for h in self.hints],
             "next_action": self.next_action,
         }
 
@@ -152,12 +155,21 @@ class Gate:
         return found
 
     def persist(
-        self, hash: object, domain: object, justification: object, *, session: str | None = None
+        self,
+        hash: object,
+        domain: object,
+        justification: object,
+        *,
+        session: str | None = None,
+        answered_by: str | None = None,
+        review: dict[str, Any] | None = None,
     ) -> PersistResult:
         """Validate and store a justification for a hint this gate issued to ``session``.
 
         Records are write-once: a key that already holds a valid record is refused (the first
         reasoning stays, whoever asks), and a hint is consumed by the persist that answers it.
+        ``answered_by`` names who wrote it when not the agent (the host's model, by sampling);
+        ``review`` is a person's approval of it.
         """
         key, domain = check_key(hash), check_domain(domain)
         issued = self._issued(key, principal(session))
@@ -191,6 +203,8 @@ class Gate:
                     prompt_args=decision.args,
                     prompt_hash=self.prompts.get(hint.prompt).hash,
                     justification=valid,
+                    answered_by=answered_by,
+                    review=review,
                 )
             )
         except RecordExists:

@@ -58,11 +58,21 @@ class Record(BaseModel):
     prompt_hash: str
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     justification: Justification
+    answered_by: str | None = None
+    """Who wrote the justification when it was not the agent: ``sampling: <model>`` for one the host's
+    model gave when the server asked it (:mod:`llmc_mcp.reflection.sampling`)."""
+    review: dict[str, Any] | None = None
+    """A person's review of a low-confidence justification: ``{"action": "accept", ...}``."""
     digest: str = ""
 
     def payload(self) -> bytes:
-        """The canonical bytes the digest covers: stable JSON of every field but the digest."""
-        data = self.model_dump(mode="json", exclude={"digest"})
+        """The canonical bytes the digest covers: stable JSON of every field but the digest.
+
+        Fields added since version 1 are covered when set and left out when not, so a record written
+        before they existed verifies as it always did.
+        """
+        unset = {name for name in ("answered_by", "review") if getattr(self, name) is None}
+        data = self.model_dump(mode="json", exclude={"digest", *unset})
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 

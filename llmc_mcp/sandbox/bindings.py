@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.operations import CATALOG, NAMESPACES, Operation, OperationContext
+from llmc_mcp.operations.about import describe_inputs
 from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.reflection import gate as gate_module
 from llmc_mcp.reflection.prompts import PromptLibrary
@@ -72,13 +73,19 @@ class ReflectionRequired(ApiError):
 class RemoteGate:
     """The gate as the worker sees it: every decision is made by the server."""
 
-    def __init__(self, host: HostLink):
+    def __init__(self, host: HostLink, ctx: OperationContext):
         self._host = host
+        self._ctx = ctx
 
     def require(
         self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str]
     ) -> list[dict[str, Any]]:
-        request = {"operation": op.qualname, "args": dict(args), "facts": dict(facts)}
+        request = {
+            "operation": op.qualname,
+            "args": dict(args),
+            "facts": dict(facts),
+            "about": describe_inputs(self._ctx, op, args, facts),
+        }
         answer = self._host.request("gate.check", request)
         hints = [gate_module.Hint.model_validate(h) for h in answer.get("hints", [])]
         if hints:
@@ -174,7 +181,7 @@ def build_operations(ctx: OperationContext, host: HostLink) -> dict[str, Callabl
     The one binding both faces run: agent code calls these through the namespace proxies, and a
     classic-mode tool call reaches them through :func:`call_operation`.
     """
-    gate = RemoteGate(host)
+    gate = RemoteGate(host, ctx)
     return {op.qualname: _operation_function(op, ctx, gate) for op in CATALOG}
 
 

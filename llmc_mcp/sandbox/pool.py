@@ -45,8 +45,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,8 +272,12 @@ class WorkerPool:
             worker.promote()
             demotion = _call_later(DEMOTE_AFTER, worker.demote)
             try:
-                with anyio.fail_after(self.settings.exec_timeout):
-                    result = await self._call(worker, method, params)
+                with anyio.fail_after(self.settings.exec_timeout) as clock:
+                    token = _wall_clock.set(clock)
+                    try:
+                        result = await self._call(worker, method, params)
+                    finally:
+                        _wall_clock.reset(token)
             except TimeoutError:
                 await self._discard(key)
                 return _limit_failure(
@@ -620,6 +625,29 @@ class ProgressRelay:
 
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_wall_clock: ContextVar[anyio.CancelScope | None] = ContextVar("llmc_wall_clock", default=None)
+"""The wall clock (``--exec-timeout``) of the call this task is running in a worker."""
+
+
+@contextmanager
+def paused_wall_clock() -> Iterator[None]:
+    """Stop the running call's wall clock inside this block: its deadline moves by the time spent.
+
+    For time the worker waits on the server for something outside the agent's control (the host's
+    model answering a sampling request, a person answering a form), which has its own timeout.
+    """
+    clock = _wall_clock.get()
+    if clock is None:
+        yield
+        return
+    deadline, start = clock.deadline, anyio.current_time()
+    clock.deadline = math.inf
+    try:
+        yield
+    finally:
+        clock.deadline = deadline + (anyio.current_time() - start)
 
 
 async def _stop(worker: Worker) -> None:

@@ -170,7 +170,7 @@ def execute_result(result: dict[str, Any], output_limit: int) -> CallToolResult:
     )
 
 
-_HINT_TEXT_FIELDS = ("domain", "hash", "prompt_args", "prompt_text")
+_HINT_TEXT_FIELDS = ("domain", "hash", "prompt_args", "prompt_text", "fallback")
 """What the model needs of a hint to answer it (hosts that drop ``structuredContent`` show only the
 text); the prompt's name and the operation stay in ``structuredContent``."""
 
@@ -181,6 +181,6 @@ def _error_text(result: dict[str, Any]) -> dict[str, Any]:
     if "reflection_required" in error:
         error["error"] = {k: v for k, v in error["error"].items() if k not in ("traceback", "line")}
         error["reflection_required"] = [
-            {k: h[k] for k in _HINT_TEXT_FIELDS if k in h} for h in error["reflection_required"]
+            {k: h[k] for k in _HINT_TEXT_FIELDS if h.get(k) is not None} for h in error["reflection_required"]
         ]
     return error

@@ -10,6 +10,7 @@ log; the agent gets an error it can act on.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 import time
@@ -19,11 +20,14 @@ from typing import Any
 import anyio
 
 from llmc_mcp.errors import InvalidArgument, LlmcError
-from llmc_mcp.operations import get_operation
+from llmc_mcp.operations import Operation, get_operation
+from llmc_mcp.reflection.gate import Hint
 from llmc_mcp.reflection.report import decisions
+from llmc_mcp.reflection.sampling import justify
 from llmc_mcp.reflection.specs import check_facts
-from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
+from llmc_mcp.server.requests import current_request, sampler_for
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
 from llmc_mcp.workflows.engine import Engine
@@ -31,6 +35,9 @@ from llmc_mcp.workflows.service import CALLS as WORKFLOW_CALLS
 from llmc_mcp.workflows.service import serve as serve_workflow
 
 log = logging.getLogger(__name__)
+
+MAX_ABOUT_CHARS = 2000
+"""What a worker may say about the data a decision concerns (it goes into a sampling question)."""
 
 
 class ServerFault(LlmcError):
@@ -92,6 +99,8 @@ class HostRequests:
         self._gate = runtime.gate
         self._outputs = runtime.outputs
         self._workspace = runtime.context.workspace
+        self._reflection = runtime.settings.reflection
+        self._sampling_timeout = runtime.settings.sampling_timeout
         self.log_budget = log_budget or LogBudget()
         self._handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             "gate.check": self._check,
@@ -118,6 +127,8 @@ class HostRequests:
         if handler is None:
             raise InvalidArgument(f"unknown worker request {method[:40]!r}")
         try:
+            if inspect.iscoroutinefunction(handler):
+                return await handler(params)
             return await anyio.to_thread.run_sync(functools.partial(handler, params))
         except LlmcError:
             raise
@@ -157,18 +168,65 @@ class HostRequests:
         """A workflow call for the principal of the session asking: it reaches that principal's runs only."""
         return serve_workflow(self._workflows, call, params, principal(_session()))
 
-    def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The gate's answer for one operation call; a miss is first put to the host's model when it
+        can be (:meth:`_in_band`), and only what that leaves unjustified goes back as hints."""
         op = get_operation(str(params.get("operation")))
         args = op.validate(params.get("args") or {})
         facts = check_facts(params.get("facts"))
-        hints = self._gate.check(op, args, facts=facts, session=current_session.get())
+        session = _session()
+        hints = await anyio.to_thread.run_sync(
+            functools.partial(self._gate.check, op, args, facts=facts, session=session)
+        )
+        if hints:
+            about = str(params.get("about") or "")[:MAX_ABOUT_CHARS]
+            hints = await self._in_band(op, args, facts, hints, session, about)
         # With nothing missing, the records themselves: the reasons the output's provenance gives.
-        records = [] if hints else self._gate.justifications(op, args, facts)
+        records = [] if hints else await anyio.to_thread.run_sync(self._gate.justifications, op, args, facts)
         return {
-            "hints": [h.model_dump() for h in hints],
+            "hints": [h.model_dump(exclude_none=True) for h in hints],
             "next_action": self._gate.next_action,
             "justifications": [r.model_dump(mode="json", exclude={"digest"}) for r in records],
         }
+
+    async def _in_band(
+        self,
+        op: Operation,
+        args: Mapping[str, Any],
+        facts: Mapping[str, str],
+        hints: list[Hint],
+        session: str,
+        about: str,
+    ) -> list[Hint]:
+        """Ask the host's model for each missing justification (``--reflection``); what is left.
+
+        The worker waits on this request meanwhile; its wall clock is paused (each question has its
+        own timeout), so a slow model does not spend the agent's code time.
+        """
+        if self._reflection == "hints":
+            return hints
+        ask, refusal = sampler_for(current_request.get())
+        if ask is None:
+            # With "auto", a client that cannot sample is the ordinary hint flow, not a failure.
+            if self._reflection == "auto":
+                return hints
+            return [h.model_copy(update={"fallback": refusal}) for h in hints]
+        subjects = {self._gate.key(d): str(d.args[d.subject]) for d in op.decisions(args, facts)}
+        left = []
+        with paused_wall_clock():
+            for hint in hints:
+                why = await justify(
+                    self._gate,
+                    hint,
+                    subject=subjects.get(hint.hash, ""),
+                    session=session,
+                    about=about,
+                    ask=ask,
+                    timeout=self._sampling_timeout,
+                )
+                if why is not None:
+                    left.append(hint.model_copy(update={"fallback": why}))
+        return left
 
     def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
         result = self._gate.persist(

@@ -8,11 +8,16 @@ handler, tells them which client request they belong to: the gate can ask that c
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import SamplingMessage, TextContent
+
+from llmc_mcp.reflection.sampling import Ask
 
 current_request: ContextVar[Context | None] = ContextVar("llmc_current_request", default=None)
 
@@ -42,3 +47,42 @@ def can_elicit(ctx: Context) -> bool:
 def has_back_channel(ctx: Context) -> bool:
     """Whether the server may send the client a request mid-call (the handshake era, stateful)."""
     return bool(ctx.session.can_send_request)
+
+
+SAMPLING_MAX_TOKENS = 1500
+"""Room for a justification (a few hundred tokens) and a model that explains before the JSON."""
+
+
+def handshake_sampler(ctx: Context) -> Ask:
+    """``ask`` over ``sampling/createMessage`` sent mid-call, related to ``ctx``'s request."""
+
+    async def ask(system: str, text: str) -> tuple[str, str]:
+        message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+        with warnings.catch_warnings():
+            # Deprecated from the 2026-07-28 era on; on the handshake era it is the only way.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            result = await ctx.session.create_message(
+                [message],
+                max_tokens=SAMPLING_MAX_TOKENS,
+                system_prompt=system,
+                related_request_id=ctx.request_id,
+            )
+        return _text_of(result.content), result.model
+
+    return ask
+
+
+def _text_of(content: object) -> str:
+    blocks = content if isinstance(content, list) else [content]
+    return "".join(getattr(block, "text", "") for block in blocks)
+
+
+def sampler_for(ctx: Context | None) -> tuple[Ask | None, str]:
+    """How to ask this request's client for a sample, or why it cannot be asked (for the hint)."""
+    if ctx is None:
+        return None, "no client request to ask on"
+    if not can_sample(ctx):
+        return None, "the client did not declare sampling"
+    if has_back_channel(ctx):
+        return handshake_sampler(ctx), ""
+    return None, "this protocol version has no mid-call request channel the server can sample on"

@@ -1,0 +1,99 @@
+"""Reflection in band: the server asks the host's model for a justification the gate is missing.
+
+On a client that can sample, a gated call need not come back to the agent as a miss: the server
+sends the hint's prompt, with what the decision is about (the operation, the decision, the data the
+worker described: CRS, extent, data type, categorical or continuous), to the host's model, validates
+the JSON it answers exactly as an agent's justification is validated, and persists it marked
+``answered_by="sampling: <model>"``; the operation then continues in the same call. An answer that
+fails validation gets one retry that shows every field error. Whatever stops it (no answer in time,
+the client declining, two invalid answers) leaves the hint to the agent, with the reason
+(:attr:`~llmc_mcp.reflection.gate.Hint.fallback`).
+
+How the question reaches the model depends on the protocol era; :data:`Ask` hides it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from llmc_mcp.errors import JustificationInvalid, RecordExists
+from llmc_mcp.reflection.gate import Gate, Hint
+
+Ask = Callable[[str, str], Awaitable[tuple[str, str]]]
+"""``ask(system, text) -> (answer, model)``: one question to the host's model."""
+
+MAX_ANSWER_CHARS = 20_000
+SYSTEM = (
+    "You justify one consequential choice in a geospatial operation an AI agent is running through "
+    "llmc-mcp. Reason about the data described, not in general. Reply with one JSON object and "
+    "nothing else: no prose, no code fence."
+)
+
+
+def question(hint: Hint, about: str, subject: str) -> str:
+    """What the host's model is asked: the decision, the data it concerns, then the prompt itself."""
+    decision = ", ".join(f"{k}={v}" for k, v in hint.prompt_args.items())
+    return (
+        f"Operation: {hint.operation}\nDecision ({hint.domain}): {decision}\n"
+        f"Data: {about or 'not described'}\n\n{hint.prompt_text}\n\n"
+        f'Set choice.method to "{subject}" exactly. Reply with the JSON object only.'
+    )
+
+
+async def justify(
+    gate: Gate, hint: Hint, *, subject: str, session: str, about: str, ask: Ask, timeout: float
+) -> str | None:
+    """Obtain and persist a justification for ``hint``; None when done, else why not (for the hint).
+
+    ``subject`` is the value being justified (``choice.method`` must equal it).
+    """
+    text = question(hint, about, subject)
+    errors: list[str] = []
+    for _attempt in range(2):
+        try:
+            with anyio.fail_after(timeout):
+                answer, model = await ask(SYSTEM, text)
+        except TimeoutError:
+            return f"the host's model did not answer within {timeout:g} s"
+        except Exception as exc:  # the client declined or failed the request: its reason, briefly
+            return f"the client did not sample ({type(exc).__name__}: {str(exc)[:160]})"
+        payload = _json_object(answer)
+        if payload is None:
+            errors = ["the answer is not one JSON object"]
+        else:
+            try:
+                await anyio.to_thread.run_sync(
+                    lambda p=payload, m=model: gate.persist(
+                        hint.hash, hint.domain, p, session=session, answered_by=f"sampling: {m}"
+                    )
+                )
+                return None
+            except RecordExists:
+                return None  # justified meanwhile (another call, another session): the gate is satisfied
+            except JustificationInvalid as exc:
+                errors = [str(e) for e in exc.details.get("errors", [exc.message])]
+        text = (
+            f"{question(hint, about, subject)}\n\nYour previous answer was refused. Fix every problem:\n- "
+            + "\n- ".join(errors)
+        )
+    return (
+        "the host's model answered twice with a justification that failed validation: "
+        + "; ".join(errors)[:400]
+    )
+
+
+def _json_object(answer: str) -> dict[str, Any] | None:
+    """The one JSON object in a model's answer, tolerating a code fence or a sentence around it."""
+    text = answer[:MAX_ANSWER_CHARS]
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        value = json.loads(text[start : end + 1])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
