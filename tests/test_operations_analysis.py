@@ -270,6 +270,25 @@ def test_integer_outputs_need_nodata_and_refuse_a_result_equal_to_it(
     np.testing.assert_array_equal(read(workspace_dir / "x.tif"), (linear() > 50).astype("uint8"))
 
 
+def test_an_input_nodata_cell_computing_to_the_output_nodata_is_not_a_collision(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against the collision check seeing cells that are nodata anyway: a's nodata 0 gives
+    a - 1 = -1, the output's nodata, but that cell is nodata in the input, so nothing collides; every
+    other cell is 5 - 1 = 4."""
+    a = np.full((H, W), 5, "uint8")
+    a[3, 4] = 0
+    write(workspace_dir / "a.tif", a, nodata=0)
+    result = call(
+        CALC, ctx, expression="a - 1", inputs=[{"name": "a", "path": "a.tif"}], dst="x.tif", dtype="int16",
+        nodata=-1,
+    )  # fmt: skip
+    expected = np.full((H, W), 4, "int16")
+    expected[3, 4] = -1
+    np.testing.assert_array_equal(read(workspace_dir / "x.tif"), expected)
+    assert (result.valid_count, result.nodata_count) == (H * W - 1, 1)
+
+
 def test_calc_refuses_to_overwrite_an_input(ctx: OperationContext, workspace_dir: Path) -> None:
     """Guards against a write that destroys the file it reads."""
     write(workspace_dir / "a.tif", linear())

@@ -566,7 +566,9 @@ class _CalcPlan:
         self.valid += good
         self.invalid += ok.size - good
         if good < ok.size:
-            np.copyto(out, self.nodata if self.nodata is not None else math.nan, where=~ok)
+            # The nodata value was checked to fit the type (_output_nodata): the cast is exact.
+            fill = self.nodata if self.nodata is not None else math.nan
+            np.copyto(out, fill, where=~ok, casting="unsafe")
         return out
 
     def _floats(
