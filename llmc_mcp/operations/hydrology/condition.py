@@ -76,7 +76,8 @@ def condition(
         ),
     ] = None,
 ) -> ConditionResult:
-    """Fill a DEM's closed depressions up to their spill height, so flow can leave them; whole grid.
+    """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks).
+    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
 
     Priority flood from the edge of the data (the grid's edge and cells beside nodata are outlets):
     every cell below the lowest spill point it is reached over is raised to it, so each depression

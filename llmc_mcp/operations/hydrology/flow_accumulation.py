@@ -77,7 +77,8 @@ def flow_accumulation(
         ),
     ] = "cells",
 ) -> FlowAccumulationResult:
-    """Upstream cell counts, upstream ground areas (m²) or weighted sums along D8 flow; whole grid.
+    """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8 flow.
+    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
 
     Each cell holds the sum over every cell draining through it, itself included: with units='cells'
     a count (int32, nodata -1), with units='m2' their ground area on the CRS's ellipsoid (float64,

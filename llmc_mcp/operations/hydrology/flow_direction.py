@@ -72,7 +72,8 @@ def flow_direction(
         ),
     ] = "d8",
 ) -> FlowDirectionResult:
-    """D8 flow directions of a DEM, as ESRI codes (uint8); the DEM is not changed; whole grid.
+    """D8 flow directions as ESRI codes, uint8: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE, 0 none,
+    247 nodata. Depressions are not filled. Reads the whole grid: at most 16,777,216 cells.
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
     grid); 0 = drains nowhere: a cell on the edge of the grid or beside nodata without a lower

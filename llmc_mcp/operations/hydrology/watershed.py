@@ -68,6 +68,7 @@ def watershed(
     ] = None,
 ) -> WatershedResult:
     """Catchments of pour points on a D8 grid: int32 ids (1..n, in the order given), 0 none, -1 nodata.
+    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
 
     Points in any CRS (points_crs) are placed on the grid's cells; with snap_distance (m) each moves
     to the cell of highest upstream cell count whose centre is within that geodesic distance (ties:
