@@ -89,7 +89,8 @@ def start(
     """Start a workflow; returns its first step: instruction, answer expected and next_action.
 
     Do what the instruction says, then submit your answer with the call next_action spells. The
-    state_id is the handle of the run: it survives a server restart, expires after a week unused.
+    state_id is the handle of the run: it survives a server restart; unused, it expires (a week by
+    default, the server's workflow TTL).
 
     Errors (ApiError, by e.type): not_found for an unknown workflow; invalid_argument naming every
     missing or unknown input.
