@@ -21,7 +21,7 @@ from rasterio.transform import from_origin
 
 from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
-from tests.mcp_helpers import structured
+from tests.mcp_helpers import stdio_params, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -499,3 +499,57 @@ d = workflows.describe("chain_of_thought")
         result = structured(await client.call_tool("execute_code", {"code": code}))
     assert result["ok"], result["error"]
     assert result["result"] == ["decompose", True, ["decompose", "analyse", "synthesize"], "parts"]
+
+
+USER_WORKFLOW = """\
+name: field_note
+description: Write a field note about a place.
+inputs: [{name: place, description: Where.}]
+steps:
+  - {id: note, instruction: "Describe ${place}.", save: note, complete: true}
+"""
+
+
+async def test_a_bad_user_workflow_is_listed_as_skipped_and_the_good_ones_run(workspace_dir: Path) -> None:
+    """Guards against one broken user file stopping the server or hiding the valid user workflows."""
+    folder = workspace_dir / ".llmc" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "note.yaml").write_text(USER_WORKFLOW)
+    (folder / "broken.yaml").write_text(
+        USER_WORKFLOW.replace("field_note", "broken").replace("${place}", "${plac}")
+    )
+    async with Client(build_server(Settings(mode="classic", workspace=workspace_dir))) as client:
+        listed = structured(await client.call_tool("workflow_list", {}))
+        agent = Agent(client, "classic")
+        progress = await agent.start("field_note", place="the ridge")
+        done = await agent.answer(progress, "Windy.")
+    user = [w for w in listed["workflows"] if not w["builtin"]]
+    assert [(w["name"], w["steps"]) for w in user] == [("field_note", 1)]
+    assert listed["skipped"] == [
+        {
+            "file": "broken.yaml",
+            "step": "note",
+            "problem": "instruction: '${plac}' names a value no earlier step saves on every path here",
+        }
+    ]
+    assert progress["instruction"] == "Describe the ridge."
+    assert done["results"] == {"note": "Windy."}
+
+
+async def test_a_run_survives_a_new_server_process(workspace_dir: Path) -> None:
+    """Guards against a state bound to something one process holds (its connection key, memory): a host
+    that starts a new stdio server per call must be able to finish the run."""
+    progress: dict[str, Any] = {}
+    for answer in (None, ["one part"], "its analysis", "the conclusion"):
+        async with Client(stdio_params(workspace_dir, "--mode", "classic")) as client:
+            agent = Agent(client, "classic")
+            if answer is None:
+                progress = await agent.start("chain_of_thought", problem="p")
+            else:
+                progress = await agent.answer(progress, answer)
+    assert progress["complete"]
+    assert progress["results"] == {
+        "parts": ["one part"],
+        "analyses": ["its analysis"],
+        "conclusion": "the conclusion",
+    }

@@ -11,7 +11,7 @@ import pytest
 import rasterio
 from rasterio.transform import from_origin
 
-from llmc_mcp.errors import NotFound, PathRefused
+from llmc_mcp.errors import LlmcError, NotFound, PathRefused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.reflection.gate import Gate
@@ -122,3 +122,37 @@ def test_a_requires_step_makes_the_gated_call_a_cache_hit(workspace: Workspace) 
         )  # fmt: skip
     assert progress["step"] == "reproject"
     assert gate.check(reproject, args, facts=facts) == []
+
+
+def test_a_choice_the_operation_refuses_is_reported_with_the_justifications_own_errors(
+    workspace: Workspace,
+) -> None:
+    """Guards against one round trip per problem: JPEG on float data (raster.convert refuses it) and a
+    justification missing its confidence come back together, and nothing is saved."""
+    ctx = OperationContext(workspace, workflows=LocalWorkflows(workspace))
+    gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
+    start = {
+        "name": "delivery_format",
+        "inputs": {"raster": "float_nan.tif", "purpose": "x", "output": "d.tif"},
+    }
+    progress = invoke(get_operation("workflows.start"), ctx, gate, start)
+    submit = get_operation("workflows.submit")
+    progress = invoke(submit, ctx, gate, {"state_id": progress.state_id, "answer": "Float32 data."})
+    answer = {
+        "intent": "A small file for a quick look in a viewer.",
+        "alternatives": [{"method": "DEFLATE", "why_not": "The files stay too large."}],
+        "choice": {
+            "method": "JPEG",
+            "rationale": "Smallest files for display use.",
+            "tradeoffs": "Values change.",
+        },
+    }
+    with pytest.raises(LlmcError) as caught:
+        invoke(submit, ctx, gate, {"state_id": progress.state_id, "answer": answer})
+    errors = caught.value.details["errors"]
+    assert caught.value.kind == "answer_invalid"
+    assert errors[0] == "confidence: Field required"
+    assert errors[1].startswith("raster.convert refuses these arguments: ") and "JPEG" in errors[1]
+    after = invoke(get_operation("workflows.state"), ctx, gate, {"state_id": progress.state_id})
+    assert (after.step, after.results) == ("compression", None)
+    assert not list(workspace.preflight_dir.rglob("format_selection/*.json"))

@@ -8,6 +8,7 @@ the file, the step and what is wrong.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -177,8 +178,12 @@ def load_file(path: Path) -> Workflow:
     return parse_definition(text, path.name)
 
 
+@functools.cache
 def builtin_workflows() -> dict[str, Workflow]:
-    """The workflows shipped in the package; one that does not validate is a bug, so it raises."""
+    """The workflows shipped in the package; one that does not validate is a bug, so it raises.
+
+    Read once per process: they cannot change under a running server (copy before adding to it).
+    """
     found: dict[str, Workflow] = {}
     for entry in sorted(resources.files("llmc_mcp.workflows").joinpath("builtin").iterdir(), key=str):
         if entry.name.endswith((".yaml", ".yml")):
@@ -198,7 +203,7 @@ class Catalog:
 
 def load_catalog(user_dir: Path) -> Catalog:
     """Built-ins plus the user's definitions; a bad user file is reported and skipped, never fatal."""
-    workflows = builtin_workflows()
+    workflows = dict(builtin_workflows())
     builtin = frozenset(workflows)
     problems: list[Problem] = []
     for path in _user_files(user_dir, problems):
