@@ -116,12 +116,12 @@ async def test_a_prompt_that_cannot_be_served_is_invalid_params(
     assert raised.value.code == -32602 and says in raised.value.error.message
 
 
-async def test_code_mode_advertises_and_serves_tools_only(workspace_dir: Path) -> None:
-    """Guards against advertising prompts and resources that code mode does not serve."""
+async def test_code_mode_advertises_no_prompts(workspace_dir: Path) -> None:
+    """Guards against advertising prompts that code mode does not serve (its resources: test_resources)."""
     async with Client(build_server(Settings(mode="code", workspace=workspace_dir)), mode="legacy") as client:
         capabilities = client.session.initialize_result.capabilities
         assert capabilities.tools is not None
-        assert capabilities.prompts is None and capabilities.resources is None
+        assert capabilities.prompts is None
         with pytest.raises(MCPError):
             await client.list_prompts()
         assert structured(await client.call_tool("execute_code", {"code": "1 + 1"}))["result"] == 2

@@ -1,30 +1,41 @@
-"""The MCP server both faces are built on, and what it publishes: tools only where tools are all.
+"""The MCP server both faces are built on, and what it publishes: only what the face serves.
 
 :class:`LlmcServer` answers a ``prompts/get`` it cannot serve (an unknown prompt, a missing or
 unknown argument) with JSON-RPC ``-32602`` and a message that says what to pass, where mcp 2.3
-answers with code 0 or ``-32603`` and a traceback in the log. :func:`serve_tools_only` removes the
-prompt and resource handlers that ``MCPServer`` always installs, so code mode does not advertise
-capabilities it does not serve (clients then do not list empty prompts and resources).
+answers with code 0 or ``-32603`` and a traceback in the log; and it lists, beside its registered
+resources, those that change as work is done (:attr:`LlmcServer.resource_lister`, see
+:mod:`llmc_mcp.server.resources`). :func:`serve_no_prompts` removes the prompt handlers that
+``MCPServer`` always installs, so code mode does not advertise prompts it does not serve (clients
+then do not list an empty set).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp.types import ListResourcesResult, Resource
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-_PROMPT_AND_RESOURCE_METHODS = (
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-)
+_PROMPT_METHODS = ("prompts/list", "prompts/get")
 
 
 class LlmcServer(MCPServer):
+    resource_lister: Callable[[Context], Awaitable[list[Resource]]] | None = None
+    """Lists the resources that come and go (workspace rasters, records), for the request's session."""
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
+        # mcp 2.3's list_resources() has no request context, and the session's worker needs one.
+        listed = await self.list_resources()
+        if self.resource_lister is not None:
+            context = Context(
+                request_context=ctx, mcp_server=self, input_params=params, subscriptions=self._subscriptions
+            )
+            listed += await self.resource_lister(context)
+        return ListResourcesResult(resources=listed)
+
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
     ) -> Any:
@@ -49,12 +60,12 @@ class LlmcServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
-def serve_tools_only(server: MCPServer) -> None:
-    """Remove the prompt and resource methods, and with them their capabilities.
+def serve_no_prompts(server: MCPServer) -> None:
+    """Remove the prompt methods, and with them the prompts capability.
 
     mcp 2.3 derives the advertised capabilities from the installed request handlers and has no
     option to leave these out, so they are removed from the low-level server's handler table.
     """
     handlers = server._lowlevel_server._request_handlers
-    for method in _PROMPT_AND_RESOURCE_METHODS:
+    for method in _PROMPT_METHODS:
         handlers.pop(method, None)

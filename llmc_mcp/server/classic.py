@@ -29,6 +29,7 @@ from llmc_mcp.server.base import LlmcServer
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
 from llmc_mcp.server.requests import serving
+from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
@@ -49,6 +50,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         "llmc-mcp", instructions=classic_instructions(), version=__version__, lifespan=worker_lifespan(pool)
     )
     server.pool = pool  # type: ignore[attr-defined]
+    server.resource_lister = serve_resources(server, runtime, pool, None)
     for op in (op for op in CATALOG if op.classic):
         server.add_tool(
             _operation_tool(op, pool),

@@ -20,10 +20,11 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
-from llmc_mcp.server.base import LlmcServer, serve_tools_only
+from llmc_mcp.server.base import LlmcServer, serve_no_prompts
 from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.requests import serving
+from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, without_inline_images
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments
@@ -51,8 +52,9 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     server = LlmcServer(
         "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool)
     )
-    serve_tools_only(server)
+    serve_no_prompts(server)
     server.pool = pool  # type: ignore[attr-defined]
+    server.resource_lister = serve_resources(server, runtime, pool, stubs)
 
     @server.tool(
         name="00_INIT",
