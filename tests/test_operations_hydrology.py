@@ -133,6 +133,37 @@ def test_upstream_area_is_ground_area_on_an_equal_area_grid(
         assert ds.tags(1)["LLMC_ACCUMULATION_UNITS"] == "m2"
 
 
+def test_upstream_area_on_a_lat_lon_grid_is_ground_area(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against counting square degrees, or one nominal cell size, on a geographic DEM: on a
+    sphere of radius R the 9 x 7 cells of 0.01° between 60.00° and 60.07° N cover
+    R² x 0.09° (in radians) x (sin 60.07° - sin 60°), all of which drains to the outlet."""
+    sphere = "+proj=longlat +R=6371000 +no_defs"
+    degrees = Affine(0.01, 0.0, 10.0, 0.0, -0.01, 60.07)
+    write(workspace_dir / "valley.tif", valley(), crs=sphere, transform=degrees)
+    call(FLOW_DIRECTION, ctx, dem="valley.tif", dst="d8.tif")
+    call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="area.tif", units="m2")
+    expected = (
+        6371000.0**2 * math.radians(0.09) * (math.sin(math.radians(60.07)) - math.sin(math.radians(60.0)))
+    )
+    assert read(workspace_dir / "area.tif")[6, 4] == pytest.approx(expected, rel=1e-9)
+
+
+def test_nodata_cells_stay_out_of_the_flow(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against nodata routed as terrain (NaN or -9999 elevations draining or collecting): a
+    nodata wall cell (row 1, column 1) is 247 in the directions and nodata in the accumulation; the
+    corner that drained into it has no lower valid neighbour left, so it is an outlet of its own; the
+    valley outlet gathers the other 61 cells."""
+    z = valley()
+    z[1, 1] = -9999.0
+    write(workspace_dir / "holed.tif", z, nodata=-9999.0)
+    result = call(FLOW_DIRECTION, ctx, dem="holed.tif", dst="d8.tif")
+    d8 = read(workspace_dir / "d8.tif")
+    assert (d8[1, 1], d8[0, 0]) == (247, 0) and result.outlet_cells == 2
+    call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="acc.tif")
+    acc = read(workspace_dir / "acc.tif")
+    assert (acc[1, 1], acc[0, 0], acc[6, 4]) == (-1, 1, 61)
+
+
 def test_weights_are_summed_along_the_flow(ctx: OperationContext, workspace_dir: Path, dem: str) -> None:
     """Guards against weights ignored or counted as cells: a weight of 2.5 everywhere gives 63 x 2.5."""
     write(workspace_dir / "runoff.tif", np.full((7, 9), 2.5, dtype="float32"))
