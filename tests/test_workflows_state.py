@@ -156,3 +156,24 @@ def test_a_choice_the_operation_refuses_is_reported_with_the_justifications_own_
     after = invoke(get_operation("workflows.state"), ctx, gate, {"state_id": progress.state_id})
     assert (after.step, after.results) == ("compression", None)
     assert not list(workspace.preflight_dir.rglob("format_selection/*.json"))
+
+
+def test_an_answer_the_next_instruction_cannot_read_is_refused(engine: Engine, workspace: Workspace) -> None:
+    """Guards against saving an answer and then failing to write the next step (a field it lacks): the
+    run would be stuck on a step no one can be shown."""
+    folder = workspace.root / ".llmc" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "pick.yaml").write_text(
+        "name: pick\ndescription: Pick a site, then describe it.\nsteps:\n"
+        "  - {id: choose, instruction: 'Pick a site as {name, lat}.', answer: any, save: site}\n"
+        "  - {id: describe, instruction: 'Describe ${site.name}.', complete: true}\n"
+    )
+    run = engine.start("pick", {}, ALICE)
+    with pytest.raises(LlmcError, match="site has no field 'name'") as caught:
+        engine.submit(run.state_id, {"lat": 45.0}, "choose", ALICE)
+    assert caught.value.kind == "answer_invalid"
+    assert engine.state(run.state_id, ALICE).step == "choose"
+    assert (
+        engine.submit(run.state_id, {"name": "Col", "lat": 45.0}, "choose", ALICE).instruction
+        == "Describe Col."
+    )

@@ -108,7 +108,7 @@ class Engine:
             updated=now,
             expires=now + self.states.ttl,
         )
-        problems = _enter(workflow, state, workflow.steps[0])
+        problems = _enter(state, workflow.steps[0])
         if problems:
             raise InvalidArgument(f"{name} cannot start: " + "; ".join(problems), fix="Check the inputs.")
         state_id = self.states.create(state)
@@ -163,6 +163,11 @@ class Engine:
                 record = self._justified(current, values, answer, facts, check_problem, problems)
             if not problems:
                 problems += _advance(workflow, state, current, answer)
+            if not problems:
+                try:  # the next instruction must render with what was just saved (a field it reads)
+                    progress = self._progress(workflow, state_id, state)
+                except TemplateError as exc:
+                    problems.append(f"the next instruction cannot be written with this answer: {exc}")
             if problems:
                 raise AnswerInvalid(
                     f"The answer to step {current.id!r} was not accepted: " + "; ".join(problems),
@@ -177,7 +182,7 @@ class Engine:
             state.updated = time.time()
             state.expires = state.updated + self.states.ttl
             self.states.save(state_id, state)
-        return self._progress(workflow, state_id, state)
+        return progress
 
     def _justified(
         self,
@@ -319,7 +324,7 @@ def _requirement_args(step: Step, values: dict[str, Any], answer: Any) -> dict[s
     return {name: render_value(value, scope) for name, value in step.requires.args.items()}
 
 
-def _enter(workflow: Workflow, state: WorkflowState, step: Step) -> list[str]:
+def _enter(state: WorkflowState, step: Step) -> list[str]:
     """Make ``step`` the current one; problems if it cannot be asked (its foreach has no items)."""
     state.step, state.item, state.answers = step.id, 0, []
     if step.foreach is None:
@@ -351,7 +356,7 @@ def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any) 
     target = _choose(workflow, step, {**state.inputs, **state.saved})
     if isinstance(target, list):
         return target
-    return _enter(workflow, state, workflow.step(target))
+    return _enter(state, workflow.step(target))
 
 
 def _choose(workflow: Workflow, step: Step, values: dict[str, Any]) -> str | list[str]:
