@@ -44,7 +44,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
         ds = stack.enter_context(open_for_read(ctx, args["flow_dir"], "flow_dir"))
         check_grid(ds, ctx.workspace.relative(Path(ds.name)), "flow_dir")
         if args["units"] == "m2":
-            ground_areas(ds, ctx.workspace.relative(Path(ds.name)))
+            cell_areas(ds, ctx.workspace.relative(Path(ds.name)))
         if args["weights"]:
             _check_same_grid(ctx, ds, stack.enter_context(open_for_read(ctx, args["weights"], "weights")))
 
@@ -112,7 +112,7 @@ def flow_accumulation(
                 values, skipped = _weights(ctx, source, valid)
                 kind = "weights"
             else:
-                values, kind = ground_areas(ds, shown), "m2"
+                values, kind = ground_areas(ds, shown, cell_areas(ds, shown)), "m2"
             accumulated = network.accuflux(np.where(valid, values, _MISSING), nodata=_MISSING)
             data = np.where(valid, accumulated, np.nan)
             nodata = float("nan")
@@ -126,14 +126,18 @@ def flow_accumulation(
     )
 
 
-def ground_areas(ds: DatasetReader, shown: str) -> np.ndarray:
-    """Every cell's ground area (m²) on the ellipsoid of the grid's CRS, refused without a CRS."""
+def cell_areas(ds: DatasetReader, shown: str) -> CellAreas:
+    """How the grid's cells get their ground areas, refused without a CRS (or one without an ellipsoid)."""
     if ds.crs is None:
         raise InvalidArgument(
             f"flow_dir: '{shown}' has no CRS, so its cells have no known ground area.",
             fix="Use units='cells', or assign the DEM its CRS before deriving flow directions.",
         )
-    cells = CellAreas(parse_crs(ds.crs.to_wkt()), ds.transform, ds.width, ds.height)
+    return CellAreas(parse_crs(ds.crs.to_wkt()), ds.transform, ds.width, ds.height)
+
+
+def ground_areas(ds: DatasetReader, shown: str, cells: CellAreas) -> np.ndarray:
+    """Every cell's ground area (m²) on the ellipsoid of the grid's CRS (``cells``: :func:`cell_areas`)."""
     areas = np.array(cells.window(Window(0, 0, ds.width, ds.height)), dtype="float64")
     if np.isnan(areas).any():
         raise InvalidArgument(

@@ -26,7 +26,7 @@ from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
-from llmc_mcp.operations.hydrology.flow_accumulation import ground_areas
+from llmc_mcp.operations.hydrology.flow_accumulation import cell_areas, ground_areas
 from llmc_mcp.operations.models import PourPoint, WatershedResult
 from llmc_mcp.operations.raster.sample import _cells, _to_raster_crs
 
@@ -42,6 +42,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "flow_dir")
         _check_crs(ds, shown)
+        cell_areas(ds, shown)
 
 
 @operation("hydrology", read_only=False, inputs=("flow_dir",), outputs=("dst",), preflight=_preflight)
@@ -87,6 +88,7 @@ def watershed(
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "flow_dir")
         _check_crs(ds, shown)
+        cells = cell_areas(ds, shown)
         network = flow_network(ctx, ds, shown, "flow_dir")
         valid = network.mask.reshape(ds.height, ds.width)
         accumulation = network.upstream_area(unit="cell")
@@ -104,7 +106,7 @@ def watershed(
         ids = np.arange(1, len(outlets) + 1, dtype=np.uint32)
         catchments = network.basins(idxs=idxs, ids=ids).astype("int32")
         catchments[~valid] = WATERSHED_NODATA
-        areas = ground_areas(ds, shown)
+        areas = ground_areas(ds, shown, cells)
         counts = np.bincount(catchments[valid].ravel(), minlength=len(outlets) + 1)
         sums = np.bincount(
             catchments[valid].ravel(), weights=areas[valid].ravel(), minlength=len(outlets) + 1
