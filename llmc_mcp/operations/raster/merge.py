@@ -38,6 +38,7 @@ from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
+from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, check_grid_args
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
@@ -534,7 +535,7 @@ class _MergePlan:
             ]
             out = stack.enter_context(rasterio.open(tmp, "w", **self.profile))
             self._carry(out)
-            for window in write_windows(out.width, out.height, per_pixel):
+            for window in counted(write_windows(out.width, out.height, per_pixel)):
                 data, valid = self._combine(readers, window, bands)
                 out.write(data, window=window)
                 if self.use_mask:
