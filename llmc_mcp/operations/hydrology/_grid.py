@@ -167,17 +167,20 @@ def read_d8(ctx: OperationContext, ds: DatasetReader, shown: str, argument: str)
 
 
 def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument: str) -> Any:
-    """The pyflwdir network of a D8 grid, refused if some cells drain in a loop (never reach an outlet)."""
-    d8 = read_d8(ctx, ds, shown, argument)
-    library = pyflwdir()
-    network = library.from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
-    from pyflwdir import core
+    """The pyflwdir network of a D8 grid, refused if some cells never reach an outlet (a loop).
 
-    loops = core.loop_indices(network.idxs_ds)
-    if len(loops):
-        row, col = divmod(int(loops[0]), ds.width)
+    pyflwdir orders cells by walking upstream from the cells that drain nowhere (``idxs_seq``, which
+    every accumulation needs anyway): a valid cell it never reaches drains into a loop.
+    """
+    d8 = read_d8(ctx, ds, shown, argument)
+    network = pyflwdir().from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
+    ordered = np.zeros(d8.size, dtype=bool)
+    ordered[network.idxs_seq] = True
+    stuck = np.flatnonzero(network.mask.ravel() & ~ordered)
+    if stuck.size:
+        row, col = divmod(int(stuck[0]), ds.width)
         raise InvalidArgument(
-            f"{argument}: {len(loops):,} cells of '{shown}' drain in a loop (e.g. row {row}, column {col}), "
+            f"{argument}: {stuck.size:,} cells of '{shown}' drain into a loop (e.g. row {row}, col {col}), "
             "so they reach no outlet and have no defined accumulation.",
             fix="Recompute the directions with hydrology.flow_direction from a conditioned DEM.",
         )
