@@ -128,6 +128,55 @@ async def test_execute_code_with_two_operations_counts_on_past_one(workspace_dir
     assert progress.seen[-1][2] == f"raster.calc: {WINDOWS} of {WINDOWS}"
 
 
+REPROJECT_JUSTIFIED = """
+def reproject():
+    return raster.reproject("big.tif", "big_4326.tif", dst_crs="EPSG:4326", resampling="nearest")
+try:
+    reproject()
+except reflection.ReflectionRequired as missing:
+    for hint in missing.hints:
+        reflection.persist(hint["hash"], hint["domain"], {
+            "intent": "Geographic coordinates for a web viewer that expects latitude and longitude.",
+            "alternatives": [{"method": "keep UTM", "why_not": "The viewer needs lat/lon."}],
+            "choice": {"method": list(hint["prompt_args"].values())[0],
+                       "rationale": "It matches the viewer.", "tradeoffs": "Every pixel is resampled."},
+            "confidence": "medium"})
+reproject()["width"]
+"""
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_reprojection_reports_its_warped_windows(workspace_dir: Path, era: str) -> None:
+    """Guards against the warp loop running silent: after the gate, raster.reproject's windows are
+    reported, ending at 1.0 (the refused first attempt wrote nothing and reported nothing)."""
+    constant_raster(workspace_dir / "big.tif", 3000)
+    progress = Progress()
+    async with Client(build_server(settings("code", workspace_dir)), mode=era) as client:
+        result = await client.call_tool(
+            "execute_code", {"code": REPROJECT_JUSTIFIED}, progress_callback=progress
+        )
+    assert structured(result)["ok"], text(result)
+    assert progress.values == sorted(set(progress.values)) and progress.values[-1] == 1.0
+    assert len(progress.values) >= 2
+    assert {message.split(":")[0] for _v, _t, message in progress.seen} == {"raster.reproject"}
+
+
+async def test_statistics_and_terrain_report_their_own_loops(workspace_dir: Path) -> None:
+    """Guards against long operations other than calc running silent: raster.stats and terrain.slope
+    name themselves in the messages, and the call ends on a whole number of finished loops."""
+    constant_raster(workspace_dir / "big.tif", 3000)
+    progress = Progress()
+    code = "raster.stats('big.tif')\nterrain.slope('big.tif', 'slope.tif')['valid_cells']"
+    async with Client(build_server(settings("code", workspace_dir)), mode="legacy") as client:
+        result = await client.call_tool("execute_code", {"code": code}, progress_callback=progress)
+    assert structured(result)["ok"], text(result)
+    operations = [message.split(":")[0] for _v, _t, message in progress.seen if message]
+    assert operations[0] == "raster.stats" and operations[-1] == "terrain.slope"
+    assert operations == sorted(operations)  # every stats value before every slope value
+    assert progress.values == sorted(set(progress.values))
+    assert progress.values[-1] == int(progress.values[-1]) >= 2
+
+
 def test_tracker_sends_at_most_five_a_second_and_always_the_last() -> None:
     """Guards against a progress message per window (thousands on a large raster, each a write to
     the client) and against the rate limit eating the final value."""
