@@ -8,6 +8,7 @@ worked out on paper for both, and must either refuse naming both or follow the s
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import rasterio
 from affine import Affine
 from mcp import Client
 from pyproj import Geod, Transformer
+from rasterio.errors import NotGeoreferencedWarning
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import RasterError
@@ -56,8 +58,10 @@ def write_tiff(path: Path, *, georeferenced: bool) -> None:
     }  # fmt: skip
     if georeferenced:
         profile.update(crs="EPSG:32633", transform=FILE_OWN)
-    with rasterio.open(path, "w", **profile) as ds:
-        ds.write(values()[None])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)  # the point of the world-file fixture
+        with rasterio.open(path, "w", **profile) as ds:
+            ds.write(values()[None])
 
 
 @pytest.fixture

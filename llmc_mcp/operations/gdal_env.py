@@ -316,6 +316,10 @@ def georeferencing_of(dataset: DatasetReader, path: Path) -> Georeferencing:
 
 def _georeferencing_sidecars(dataset: DatasetReader, path: Path) -> dict[GeoreferencingSource, Path]:
     """The files GDAL lists beside ``path`` that can carry georeferencing, by kind."""
+    # GDAL's world-file names for x.tif: x.tfw (first and last letter of the extension, and w), x.tifw,
+    # x.wld.
+    extension = path.suffix.lower().lstrip(".")
+    world = {".wld", f".{extension}w"} | ({f".{extension[0]}{extension[-1]}w"} if extension else set())
     found: dict[GeoreferencingSource, Path] = {}
     for listed in map(Path, dataset.files):
         suffix = listed.suffix.lower()
@@ -325,8 +329,7 @@ def _georeferencing_sidecars(dataset: DatasetReader, path: Path) -> dict[Georefe
             found.setdefault("aux.xml", listed)
         elif suffix == ".tab":
             found.setdefault("tab file", listed)
-        elif suffix == ".wld" or (suffix.endswith("w") and 3 <= len(suffix) <= 5):
-            # GDAL's world-file names: .tfw (first and last letter of the extension + w), .tifw, .wld.
+        elif suffix in world:
             found.setdefault("world file", listed)
     return found
 
