@@ -23,7 +23,7 @@ from llmc_mcp.config import Settings
 from llmc_mcp.operations.progress import Tracker
 from llmc_mcp.sandbox.pool import ProgressRelay
 from llmc_mcp.server.app import build_server
-from tests.mcp_helpers import structured, text
+from tests.mcp_helpers import stdio_params, structured, text
 
 pytestmark = pytest.mark.anyio
 
@@ -97,6 +97,18 @@ async def test_classic_calc_reports_window_fractions_ending_at_one(workspace_dir
     assert_windowed_fractions(progress.values, 1.0)
     assert {total for _v, total, _m in progress.seen} == {1.0}
     assert progress.seen[-1][2] == f"raster.calc: {WINDOWS} of {WINDOWS}"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_crosses_the_stdio_transport(workspace_dir: Path, era: str) -> None:
+    """Guards against progress that only the in-process client sees: over the real ``llmc-mcp``
+    command the values travel as ``notifications/progress`` against the call's token."""
+    constant_raster(workspace_dir / "big.tif", 3000)
+    progress = Progress()
+    async with Client(stdio_params(workspace_dir, "--mode", "classic"), mode=era) as client:
+        result = await client.call_tool("raster_calc", CALC, progress_callback=progress)
+    assert not result.is_error, text(result)
+    assert_windowed_fractions(progress.values, 1.0)
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -274,3 +286,42 @@ async def test_a_cancelled_call_stops_its_worker_and_leaves_nothing(
     assert snapshot(workspace_dir) == before
     assert not list((workspace_dir / LEDGER).rglob("*.json"))  # no write left in flight
     assert not os.path.exists(workspace_dir / "out" / "big2.tif.provenance.json")
+
+
+def workers_of(workspace: Path) -> set[int]:
+    """Live worker processes serving ``workspace`` (their command line carries its path)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if (
+            "llmc_mcp.sandbox.worker" in command
+            and str(workspace) in command
+            and not worker_gone(int(entry.name))
+        ):
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_cancelled_over_stdio_stops_its_worker_and_leaves_nothing(
+    workspace_dir: Path, era: str
+) -> None:
+    """Guards against a cancellation that only the in-process transport honours: over the real
+    ``llmc-mcp`` command, the cancelled call's worker is gone within a second and nothing is left."""
+    constant_raster(workspace_dir / "big.tif", 8000)
+    async with Client(stdio_params(workspace_dir, "--mode", "classic"), mode=era) as client:
+        await client.call_tool("raster_info", {"path": "big.tif"})
+        before, workers = snapshot(workspace_dir), workers_of(workspace_dir)
+        await cancel_at_first_progress(client, "raster_calc", {**CALC, "dst": "out/big2.tif"})
+        with anyio.fail_after(1.0):  # one worker (the busy one; the other is the warm spare) is gone
+            while len(workers - workers_of(workspace_dir)) != 1:
+                await anyio.sleep(0.01)
+        served = structured(await client.call_tool("raster_info", {"path": "big.tif"}))
+        assert served["width"] == 8000
+    assert snapshot(workspace_dir) == before
+    assert not list((workspace_dir / LEDGER).rglob("*.json"))
