@@ -1,6 +1,7 @@
 """Progress of long operations, from their window loops to the MCP client (DD-MCP-062).
 
-An operation calls :func:`report` once per window it has finished (``report(i + 1, n, op)``). In a
+An operation's window loop iterates :func:`counted` (or calls :func:`report` once per window it has
+finished, ``report(i + 1, n)``; :func:`fraction_callback` for a library's own callback). In a
 worker, :mod:`llmc_mcp.sandbox.worker` installs a :class:`Tracker` per call that turns those counts
 into the values of one MCP request's progress notifications and sends them to the server as one-way
 channel messages (nothing waits for an answer, so progress never slows the work). Outside a worker
@@ -9,10 +10,12 @@ channel messages (nothing waits for an answer, so progress never slows the work)
 The values a request sees always increase:
 
 - a classic tool call runs one operation: the value is its fraction of the work, ``total`` is 1,
-  and the last value is 1.0;
+  and the last value is 1.0 (a second loop of the operation, raster.stats' second pass, sends no value
+  below those already sent);
 - an ``execute_code`` call may run several operations, and how many is not known up front: the value
-  is the number of operations finished plus the fraction of the current one (1.0 after the first,
-  2.0 after the second...), ``total`` is absent, and the message names the operation and its count.
+  is the number of loops finished (one per operation, two for a two-pass one) plus the fraction of the
+  current one (1.0 after the first, 2.0 after the second...), ``total`` is absent, and the message
+  names the operation and its count (``raster.calc: 7 of 12``).
 
 At most :data:`PER_SECOND` messages a second leave the worker; the value not yet sent when the call
 ends is sent before its answer, so a client always sees the last one.
