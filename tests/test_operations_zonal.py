@@ -527,3 +527,20 @@ def test_geojson_written_by_hand_is_read_like_the_rest(ctx: OperationContext, wo
     assert result.results[0].zone == 7
     assert result.results[0].stats["count"] == pytest.approx(4.0, abs=1e-6)
     assert result.results[0].stats["mean"] == pytest.approx(0.5, abs=1e-6)
+
+
+def test_a_date_field_names_zones_in_iso_8601(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against a zone_field of dates crashing the result (a datetime is not JSON)."""
+    write_raster(workspace_dir / "v.tif", columns())
+    pyogrio = hardened_pyogrio()
+    pyogrio.raw.write(
+        str(workspace_dir / "z.gpkg"),
+        shapely.to_wkb(np.asarray([cells(0, 2, 0, 1)], dtype=object)),
+        [np.array(["2026-11-23"], dtype="datetime64[D]")],
+        ["surveyed"],
+        driver="GPKG",
+        geometry_type="Polygon",
+        crs=UTM,
+    )
+    result = call(ctx, path="v.tif", zones="z.gpkg", zone_field="surveyed", stats=["mean"])
+    assert [(z.zone, z.stats["mean"]) for z in result.results] == [("2026-11-23", 0.5)]

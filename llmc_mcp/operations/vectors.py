@@ -355,6 +355,7 @@ def _read_features(
             columns=[] if field is None else [field],
             force_2d=True,
             max_features=MAX_FEATURES + 1,
+            datetime_as_string=True,  # zone names must be JSON: ISO 8601 text, as the file holds them
         )
     except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError, pyogrio.errors.FieldError) as exc:
         raise _open_error(ctx, exc, resolved, path, argument) from None
@@ -364,7 +365,15 @@ def _read_features(
             fix=f"Split the zones into files of at most {MAX_FEATURES:,} features, or rasterize them and "
             "pass a raster of zone ids.",
         )
-    geometries = list(shapely.from_wkb(wkb, on_invalid="raise"))
+    parsed = shapely.from_wkb(wkb, on_invalid="ignore")
+    broken = np.flatnonzero(shapely.is_missing(parsed) & np.array([g is not None for g in wkb], dtype=bool))
+    if broken.size:
+        raise InvalidArgument(
+            f"{argument}: '{path}' feature {_indices(broken)} has a geometry GEOS cannot read (a ring of "
+            "fewer than 4 points, an unclosed ring...).",
+            fix="Fix or remove that feature (e.g. ogr2ogr -makevalid), then pass the file again.",
+        )
+    geometries = list(parsed)
     values = None if field is None else [_plain(v) for v in columns[0]]
     return geometries, values
 

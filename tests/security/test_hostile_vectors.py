@@ -367,3 +367,18 @@ async def test_a_worker_hardens_pyogrio_gdal_too(workspace_dir: Path, outside: P
     # The link is ignored (GeoJSON's default CRS, EPSG:4326): the zone lies far from this UTM raster.
     assert linked == {"count": 0.0}
     assert sink.requests == []
+
+
+def test_a_ring_geos_cannot_read_is_refused_naming_the_feature(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """GDAL reads rings GEOS refuses (two points); the error names the feature instead of a GEOS
+    exception escaping."""
+    square = {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}
+    two_points = {"type": "Polygon", "coordinates": [[[0, 0], [10, 0]]]}
+    document = {
+        "type": "FeatureCollection",
+        "features": [{"type": "Feature", "properties": {}, "geometry": g} for g in (square, two_points)],
+    }
+    (workspace_dir / "zones.geojson").write_text(json.dumps(document))
+    assert_refused(ctx, "zones.geojson", InvalidArgument, "feature 1 has a geometry GEOS cannot read")
