@@ -487,18 +487,26 @@ async def test_classic_mode_lists_the_three_workflow_tools_only(workspace_dir: P
     }
 
 
-async def test_code_mode_state_and_describe_answer_from_the_stub_namespace(workspace_dir: Path) -> None:
-    """Guards against the stub namespace missing functions the issue names (state, describe)."""
+async def test_code_mode_state_describe_and_list_answer_from_the_stub_namespace(workspace_dir: Path) -> None:
+    """Guards against the stub namespace missing functions the issue names (list, describe, state)."""
     code = """
 p = workflows.start("chain_of_thought", problem="p")
 s = workflows.state(p["state_id"])
 d = workflows.describe("chain_of_thought")
-[s["step"], s["instruction"] == p["instruction"], [x["id"] for x in d["steps"]], d["steps"][1]["foreach"]]
+names = sorted(w["name"] for w in workflows.list()["workflows"])
+ids = [x["id"] for x in d["steps"]]
+[s["step"], s["instruction"] == p["instruction"], ids, d["steps"][1]["foreach"], names]
 """
     async with Client(build_server(Settings(mode="code", workspace=workspace_dir))) as client:
         result = structured(await client.call_tool("execute_code", {"code": code}))
     assert result["ok"], result["error"]
-    assert result["result"] == ["decompose", True, ["decompose", "analyse", "synthesize"], "parts"]
+    assert result["result"] == [
+        "decompose",
+        True,
+        ["decompose", "analyse", "synthesize"],
+        "parts",
+        ["area_statistics", "chain_of_thought", "delivery_format", "watershed_delineation"],
+    ]
 
 
 USER_WORKFLOW = """\
