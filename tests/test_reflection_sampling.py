@@ -16,7 +16,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import CreateMessageResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import CreateMessageResult, InputRequiredResult, TextContent
 
 from llmc_mcp.config import Settings
 from llmc_mcp.reflection.store import JustificationStore
@@ -56,12 +57,18 @@ def records(workspace_dir: Path) -> list[Any]:
     return list(JustificationStore(Workspace(workspace_dir).preflight_dir).records())
 
 
+ERAS = ["auto", "legacy"]
+"""The 2026-07-28 era (questions ride an InputRequiredResult and the client's retry resumes the paused
+call) and the handshake era (``sampling/createMessage`` sent mid-call)."""
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_a_gated_reprojection_completes_in_one_execute_code_call(
-    code_settings: Settings, workspace_dir: Path
+    code_settings: Settings, workspace_dir: Path, era: str
 ) -> None:
     """Guards against a miss surfaced to an agent whose host could have answered it in band."""
     model = Model()
-    async with Client(build_server(code_settings), mode="legacy", sampling_callback=model) as client:
+    async with Client(build_server(code_settings), mode=era, sampling_callback=model) as client:
         result = structured(await client.call_tool("execute_code", {"code": CODE}))
     assert result["ok"], result
     assert result["result"] == 4326
@@ -96,24 +103,26 @@ async def test_a_classic_tool_call_completes_in_one_call(
     assert structured(result)["crs"]["epsg"] == 4326 and len(model.questions) == 2
 
 
+@pytest.mark.parametrize("era", ERAS)
 async def test_an_invalid_answer_gets_one_retry_that_shows_every_error(
-    code_settings: Settings, workspace_dir: Path
+    code_settings: Settings, workspace_dir: Path, era: str
 ) -> None:
     """Guards against a retry that does not say what was wrong, or giving up after one bad answer."""
     model = Model(invalid_first=1)
-    async with Client(build_server(code_settings), mode="legacy", sampling_callback=model) as client:
+    async with Client(build_server(code_settings), mode=era, sampling_callback=model) as client:
         result = structured(await client.call_tool("execute_code", {"code": CODE}))
     assert result["ok"], result
     retry = model.questions[1]
     assert "Your previous answer was refused" in retry and "alternatives" in retry and "choice" in retry
 
 
+@pytest.mark.parametrize("era", ERAS)
 async def test_two_invalid_answers_fall_back_to_hints_with_the_reason(
-    code_settings: Settings, workspace_dir: Path
+    code_settings: Settings, workspace_dir: Path, era: str
 ) -> None:
     """Guards against an invalid sampled justification being stored, or a silent fallback."""
     model = Model(invalid_first=100)
-    async with Client(build_server(code_settings), mode="legacy", sampling_callback=model) as client:
+    async with Client(build_server(code_settings), mode=era, sampling_callback=model) as client:
         result = structured(await client.call_tool("execute_code", {"code": CODE}))
     assert not result["ok"] and result["error"]["type"] == "reflection_required"
     for hint in result["reflection_required"]:
@@ -146,11 +155,11 @@ async def test_a_slow_model_does_not_spend_the_agents_wall_clock(
     code_settings: Settings, workspace_dir: Path
 ) -> None:
     """Guards against a call killed by --exec-timeout while the host's model was thinking."""
-    model = Model(delay=3.0)
-    settings = code_settings.model_copy(update={"exec_timeout": 5.0})
+    model = Model(delay=4.5)
+    settings = code_settings.model_copy(update={"exec_timeout": 8.0})
     async with Client(build_server(settings), mode="legacy", sampling_callback=model) as client:
         result = structured(await client.call_tool("execute_code", {"code": CODE}))
-    assert result["ok"], result  # 6 s of sampling inside a 5 s wall clock
+    assert result["ok"], result  # 9 s of sampling inside an 8 s wall clock
 
 
 async def test_a_model_that_does_not_answer_in_time_falls_back_to_hints(
@@ -162,3 +171,38 @@ async def test_a_model_that_does_not_answer_in_time_falls_back_to_hints(
     async with Client(build_server(settings), mode="legacy", sampling_callback=model) as client:
         result = structured(await client.call_tool("execute_code", {"code": CODE}))
     assert "did not answer within 0.5 s" in result["reflection_required"][0]["fallback"]
+
+
+async def test_code_before_the_miss_runs_once_when_the_call_resumes(
+    code_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against resuming a paused call by running the agent's code again from the top.
+
+    On the 2026-07-28 era the client answers the question by retrying the call; side effects before
+    the gated operation (here an append to a session variable) must happen once.
+    """
+    async with Client(build_server(code_settings), sampling_callback=Model()) as client:
+        await client.call_tool("execute_code", {"code": "seen = []"})
+        code = f"seen.append(1)\n{CODE}\nlen(seen)"
+        result = structured(await client.call_tool("execute_code", {"code": code}))
+    assert result["ok"] and result["result"] == 1, result
+
+
+async def test_a_retry_naming_a_call_the_server_does_not_hold_is_refused(code_settings: Settings) -> None:
+    """Guards against a forged request_state resuming (or starting) anything."""
+    async with Client(build_server(code_settings), sampling_callback=Model()) as client:
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool(
+                "execute_code", {"code": CODE}, request_state="forged", input_responses={}
+            )
+
+
+async def test_a_retry_with_other_arguments_does_not_resume_the_paused_call(code_settings: Settings) -> None:
+    """Guards against a paused call resumed by a retry that asks for something else."""
+    async with Client(build_server(code_settings), sampling_callback=Model()) as client:
+        paused = await client.session.call_tool("execute_code", {"code": CODE}, allow_input_required=True)
+        assert isinstance(paused, InputRequiredResult) and paused.input_requests
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool(
+                "execute_code", {"code": "1 + 1"}, request_state=paused.request_state, input_responses={}
+            )

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
@@ -31,6 +31,7 @@ from llmc_mcp.server.instructions import classic_instructions
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
+from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
@@ -46,14 +47,18 @@ NEXT_ACTION = (
 
 def build_classic_server(runtime: Runtime) -> MCPServer:
     pool = worker_pool(runtime)
+    calls = ResumableCalls()
     server = LlmcServer(
-        "llmc-mcp", instructions=classic_instructions(), version=__version__, lifespan=worker_lifespan(pool)
+        "llmc-mcp",
+        instructions=classic_instructions(),
+        version=__version__,
+        lifespan=worker_lifespan(pool, calls),
     )
     server.pool = pool  # type: ignore[attr-defined]
     server.resource_lister = serve_resources(server, runtime, pool, None)
     for op in (op for op in CATALOG if op.classic):
         server.add_tool(
-            _operation_tool(op, pool),
+            _operation_tool(op, pool, calls, runtime.settings.reflection),
             name=op.tool_name,
             description=_tool_description(op),
             annotations=ToolAnnotations(
@@ -96,22 +101,27 @@ def _tool_description(op: Operation) -> str:
     return description
 
 
-def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
+def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, reflection: str) -> Any:
     images = image_fields(op.result)
 
-    async def tool(ctx: Context, **kwargs: Any) -> CallToolResult:
-        try:
-            args = op.from_classic(kwargs)
-            with serving(ctx):
-                answer = await run_in_session(
-                    pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args)
-                )
-        except Exception as exc:
-            return exception_result(exc, op.tool_name)
-        if answer["ok"]:
-            return ok_result(answer["result"], images)
-        error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
-        return error_result(error)
+    async def tool(ctx: Context, **kwargs: Any) -> CallToolResult | InputRequiredResult:
+        async def work() -> CallToolResult:
+            try:
+                args = op.from_classic(kwargs)
+                with serving(ctx):
+                    answer = await run_in_session(
+                        pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args)
+                    )
+            except Exception as exc:
+                return exception_result(exc, op.tool_name)
+            if answer["ok"]:
+                return ok_result(answer["result"], images)
+            error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
+            return error_result(error)
+
+        if op.reflection and needs_resuming(ctx, reflection):
+            return await calls.run(ctx, session_key(ctx), kwargs, work)
+        return await work()
 
     tool.__name__ = op.tool_name
     tool.__doc__ = op.doc
@@ -121,9 +131,9 @@ def _operation_tool(op: Operation, pool: WorkerPool) -> Any:
     context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     parameters = [*signature.parameters.values(), context]
     tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=parameters, return_annotation=CallToolResult
+        parameters=parameters, return_annotation=CallToolResult | InputRequiredResult
     )
-    tool.__annotations__ = {**hints, "ctx": Context, "return": CallToolResult}
+    tool.__annotations__ = {**hints, "ctx": Context, "return": CallToolResult | InputRequiredResult}
     return tool
 
 

@@ -16,7 +16,7 @@ import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
@@ -26,9 +26,10 @@ from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, without_inline_images
+from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments
-from llmc_mcp.server.sessions import SessionHandles, run_with_handle, worker_lifespan
+from llmc_mcp.server.sessions import SessionHandles, run_with_handle, session_key, worker_lifespan
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
 NEXT_ACTION = (
@@ -48,9 +49,10 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     write_stubs(runtime.context.workspace.stubs_dir, stubs)
     pool = worker_pool(runtime)
     handles = SessionHandles(pool)
+    calls = ResumableCalls()
     instructions = code_instructions(settings)
     server = LlmcServer(
-        "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool)
+        "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool, calls)
     )
     serve_no_prompts(server)
     server.pool = pool  # type: ignore[attr-defined]
@@ -109,15 +111,25 @@ def build_code_server(runtime: Runtime) -> MCPServer:
                 description="The session handle of an earlier result, to keep its variables.", max_length=64
             ),
         ] = None,
-    ) -> CallToolResult:
-        try:
-            with serving(ctx):
-                result = await run_with_handle(
-                    pool, handles, ctx, session, lambda key, fresh: pool.execute(key, code, reset or fresh)
-                )
-        except Exception as exc:
-            return exception_result(exc, "execute_code")
-        return execute_result(result, settings.output_limit)
+    ) -> CallToolResult | InputRequiredResult:
+        async def work() -> CallToolResult:
+            try:
+                with serving(ctx):
+                    result = await run_with_handle(
+                        pool,
+                        handles,
+                        ctx,
+                        session,
+                        lambda key, fresh: pool.execute(key, code, reset or fresh),
+                    )
+            except Exception as exc:
+                return exception_result(exc, "execute_code")
+            return execute_result(result, settings.output_limit)
+
+        if needs_resuming(ctx, settings.reflection):
+            arguments = {"code": code, "reset": reset, "session": session}
+            return await calls.run(ctx, session_key(ctx), arguments, work)
+        return await work()
 
     for name in ("00_INIT", "read_stubs", "execute_code"):
         forbid_unknown_arguments(server, name)

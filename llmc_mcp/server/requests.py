@@ -67,12 +67,12 @@ def handshake_sampler(ctx: Context) -> Ask:
                 system_prompt=system,
                 related_request_id=ctx.request_id,
             )
-        return _text_of(result.content), result.model
+        return text_of(result.content), result.model
 
     return ask
 
 
-def _text_of(content: object) -> str:
+def text_of(content: object) -> str:
     blocks = content if isinstance(content, list) else [content]
     return "".join(getattr(block, "text", "") for block in blocks)
 
@@ -85,4 +85,8 @@ def sampler_for(ctx: Context | None) -> tuple[Ask | None, str]:
         return None, "the client did not declare sampling"
     if has_back_channel(ctx):
         return handshake_sampler(ctx), ""
-    return None, "this protocol version has no mid-call request channel the server can sample on"
+    from llmc_mcp.server.resumable import ask_on_retry, can_ask_on_retry
+
+    if can_ask_on_retry():
+        return ask_on_retry, ""
+    return None, "this request cannot be paused for the client's answer (no session to resume it in)"

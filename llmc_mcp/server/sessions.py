@@ -23,6 +23,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.server.resumable import ResumableCalls
 from llmc_mcp.sessions import CONNECTION_PREFIX, HTTP_PREFIX, STATELESS_PREFIX
 
 
@@ -33,11 +34,12 @@ class SessionScope:
     key: str = field(default_factory=lambda: CONNECTION_PREFIX + secrets.token_hex(8))
 
 
-def worker_lifespan(pool: WorkerPool) -> Callable[[MCPServer], Any]:
+def worker_lifespan(pool: WorkerPool, calls: ResumableCalls) -> Callable[[MCPServer], Any]:
     """A lifespan that gives each connection a session and stops its worker when it ends.
 
     The first connection starts the pool's warm spare; when the last one ends, the spare stops too,
-    so a server nobody is connected to holds no idle process.
+    so a server nobody is connected to holds no idle process. A call of the session paused for the
+    client's answer (:mod:`.resumable`) is stopped first: it holds the session's worker.
     """
     connections = 0
 
@@ -52,6 +54,7 @@ def worker_lifespan(pool: WorkerPool) -> Callable[[MCPServer], Any]:
         finally:
             connections -= 1
             with anyio.CancelScope(shield=True):
+                await calls.end_session(scope.key)
                 await pool.close_session(scope.key)
                 if connections == 0:
                     await pool.stop_spare()

@@ -1,0 +1,199 @@
+"""Calls that wait for the client across retries: sampling on the 2026-07-28 protocol era.
+
+On that era a server cannot send the client a request in the middle of a call. It answers the call
+with an ``InputRequiredResult`` (the questions, and an opaque ``request_state``), and the client
+asks its model and *retries the call* with the answers. Agent code that hit a gate miss is paused in
+its worker, halfway through; running it again from the top would repeat what it did before the
+miss. So the call's work runs in a task of its own (:class:`ResumableCalls`): when it asks the
+client something (:func:`ask_on_retry`), the tool call returns the question with a token as
+``request_state``; the retry carrying that token hands the answers to the waiting work and waits
+for its next question or its result. To the agent it is one call.
+
+A token is bound to the session that started the call and to the call's arguments; a paused call
+the client never resumes ends when its question times out (the gate then falls back to hints) and
+is forgotten after :data:`KEEP_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    InputRequiredResult,
+)
+from mcp_types import SamplingMessage as WireSamplingMessage
+from mcp_types import TextContent as WireTextContent
+
+from llmc_mcp.server.requests import SAMPLING_MAX_TOKENS, can_sample, has_back_channel, text_of
+
+KEEP_SECONDS = 600.0
+"""How long a finished or abandoned call's outcome waits for a retry that asks for it."""
+
+
+@dataclass
+class _Question:
+    request: CreateMessageRequest
+    answered: asyncio.Future[CreateMessageResult]
+
+
+@dataclass
+class _Call:
+    token: str
+    session: str | None
+    arguments: str
+    outcomes: asyncio.Queue[str | CallToolResult] = field(default_factory=asyncio.Queue)
+    questions: dict[str, _Question] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    result: CallToolResult | None = None
+    touched: float = field(default_factory=time.monotonic)
+
+    def questions_pending(self) -> bool:
+        return any(not question.answered.done() for question in self.questions.values())
+
+    def ask(self, request: CreateMessageRequest) -> asyncio.Future[CreateMessageResult]:
+        key = f"llmc-{len(self.questions) + 1}"
+        answered: asyncio.Future[CreateMessageResult] = asyncio.get_running_loop().create_future()
+        self.questions[key] = _Question(request, answered)
+        self.outcomes.put_nowait(key)
+        return answered
+
+
+_current_call: ContextVar[_Call | None] = ContextVar("llmc_resumable_call", default=None)
+
+
+def needs_resuming(ctx: Context, reflection: str) -> bool:
+    """Run this call as a resumable one: it is a retry of a paused call, or it may need to pause
+    because this client can be sampled only through retries (``--reflection`` permitting)."""
+    if ctx.request_state is not None:
+        return True
+    return reflection != "hints" and can_sample(ctx) and not has_back_channel(ctx)
+
+
+def can_ask_on_retry() -> bool:
+    """Whether the work running here belongs to a resumable call (so :func:`ask_on_retry` works)."""
+    return _current_call.get() is not None
+
+
+async def ask_on_retry(system: str, text: str) -> tuple[str, str]:
+    """Ask the client's model through the call's next ``InputRequiredResult``; wait for the retry."""
+    call = _current_call.get()
+    assert call is not None, "ask_on_retry outside a resumable call"
+    message = WireSamplingMessage(role="user", content=WireTextContent(type="text", text=text))
+    params = CreateMessageRequestParams(
+        messages=[message], max_tokens=SAMPLING_MAX_TOKENS, system_prompt=system
+    )
+    result = await call.ask(CreateMessageRequest(params=params))
+    return text_of(result.content), result.model
+
+
+class ResumableCalls:
+    """The calls of one server that may pause for the client's answers, by token."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, _Call] = {}
+
+    async def run(
+        self,
+        ctx: Context,
+        session: str | None,
+        arguments: Mapping[str, Any],
+        work: Callable[[], Awaitable[CallToolResult]],
+    ) -> CallToolResult | InputRequiredResult:
+        """Run ``work`` for this call, or resume the paused call this retry names."""
+        self._forget_stale()
+        digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
+        token = ctx.request_state
+        if token is None:
+            call = _Call(secrets.token_urlsafe(24), session, digest)
+            self._calls[call.token] = call
+            call.task = asyncio.get_running_loop().create_task(
+                self._work(call, work), context=contextvars.copy_context()
+            )
+        else:
+            call = self._calls.get(token)
+            if call is None or call.session != session or call.arguments != digest:
+                return _refusal(
+                    "This retry names a paused call this server does not hold for this session and "
+                    "these arguments (it ended, expired, or belongs to another session)."
+                )
+            _deliver(call, ctx.input_responses or {})
+        call.touched = time.monotonic()
+        try:
+            return await self._next(call)
+        except BaseException:
+            if call.task is not None and not call.questions_pending():
+                call.task.cancel()  # the client gave up on a call that was not waiting for it
+            raise
+
+    async def _work(self, call: _Call, work: Callable[[], Awaitable[CallToolResult]]) -> None:
+        _current_call.set(call)
+        try:
+            result = await work()
+        except Exception as exc:
+            result = _refusal(f"The call failed ({type(exc).__name__}).")
+        call.result = result
+        call.outcomes.put_nowait(result)
+
+    async def _next(self, call: _Call) -> CallToolResult | InputRequiredResult:
+        while True:
+            outcome = await call.outcomes.get()
+            if isinstance(outcome, CallToolResult):
+                self._calls.pop(call.token, None)
+                return outcome
+            pending = {key: q.request for key, q in call.questions.items() if not q.answered.done()}
+            if pending:  # else the question timed out meanwhile: the work went on without it
+                return InputRequiredResult(input_requests=pending, request_state=call.token)
+
+    async def end_session(self, session: str | None) -> None:
+        """The session's connection ended: stop its paused calls (their workers go with them)."""
+        ending = [call for call in self._calls.values() if call.session == session]
+        for call in ending:
+            self._calls.pop(call.token, None)
+            if call.task is not None:
+                call.task.cancel()
+        for call in ending:
+            if call.task is not None:
+                with contextlib.suppress(BaseException):
+                    await call.task
+
+    def _forget_stale(self) -> None:
+        now = time.monotonic()
+        for token, call in list(self._calls.items()):
+            if now - call.touched > KEEP_SECONDS:
+                if call.task is not None:
+                    call.task.cancel()
+                self._calls.pop(token, None)
+
+
+def _deliver(call: _Call, responses: Mapping[str, Any]) -> None:
+    for key, response in responses.items():
+        question = call.questions.get(key)
+        if question is None or question.answered.done():
+            continue
+        if isinstance(response, CreateMessageResult | CreateMessageResultWithTools):
+            question.answered.set_result(response)
+        else:
+            question.answered.set_exception(RuntimeError(f"the client answered {type(response).__name__}"))
+
+
+def _refusal(message: str) -> CallToolResult:
+    error = {"type": "invalid_argument", "message": message, "fix": "Make the call again."}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(error))], structured_content=error, is_error=True
+    )
