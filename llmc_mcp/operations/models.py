@@ -529,7 +529,7 @@ class ClipResult(_Model):
 GeoreferencingChoice = Annotated[
     Literal["file", "sidecar"] | None,
     Field(
-        description="Which wins if a sidecar (.aux.xml) overrides the file's georeferencing; null refuses."
+        description="Side to follow if a .aux.xml overrides the georeferencing; null refuses."
     ),
 ]
 """The one argument by which an operation whose result depends on georeferencing picks a side."""

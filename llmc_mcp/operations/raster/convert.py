@@ -119,8 +119,7 @@ def convert(
     tiled=False or explicit factors, blocksize not a multiple of 16 in 16..4096, predictor 2 on float
     or 3 on integer data, predictor or quality with a compression that has none, JPEG/WEBP on
     non-uint8 data, WEBP without 3/4 bands, overview factors below 2, overview_resampling without
-    overviews, src == dst; raster_error when reading or writing fails or a sidecar overrides the
-    georeferencing (pass georeferencing).
+    overviews, src == dst; raster_error when reading or writing fails.
     """
     return write_output(
         ctx,

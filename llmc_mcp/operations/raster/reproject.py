@@ -111,7 +111,7 @@ def reproject(
     ] = "DEFLATE",
     georeferencing: GeoreferencingChoice = None,
 ) -> RasterInfo:
-    """Reproject a raster to another CRS and write a tiled GeoTIFF; returns the output's raster.info.
+    """Reproject a raster to another CRS and write a tiled GeoTIFF.
 
     The output grid defaults to GDAL's suggestion: the whole source footprint at about the source
     resolution. ``resolution`` or ``width``/``height`` (not both) set the pixel size or count; width
@@ -133,7 +133,7 @@ def reproject(
     src == dst, a nodata value the data type cannot hold, a compression the data cannot use
     (JPEG/WEBP need uint8), or an output over 2**32 pixels per band; crs_error for an unknown
     dst_crs; raster_error when the source has no CRS, its extent cannot be expressed in dst_crs
-    (pass bounds), reading/writing fails, or a sidecar overrides its georeferencing (pass georeferencing).
+    (pass bounds), or reading/writing fails.
     """
     return write_output(
         ctx,
