@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -220,12 +221,15 @@ def hardened_pyogrio() -> ModuleType:
     with _HARDEN_LOCK:
         # A worker's GDAL_SKIP lists rasterio's GDAL's drivers; pyogrio's GDAL, reading it when first
         # imported, warns on stderr for each it does not have. Its extras are deregistered below anyway.
-        skip = os.environ.pop("GDAL_SKIP", None)
-        try:
-            import pyogrio
-        finally:
-            if skip is not None:
-                os.environ["GDAL_SKIP"] = skip
+        if "pyogrio" not in sys.modules:
+            skip = os.environ.pop("GDAL_SKIP", None)
+            try:
+                import pyogrio  # registers its GDAL's drivers, once
+            finally:
+                if skip is not None:
+                    os.environ["GDAL_SKIP"] = skip
+        import pyogrio
+
         library = _pyogrio_gdal()
         extra = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
         if extra:

@@ -357,7 +357,7 @@ async def test_a_worker_hardens_pyogrio_gdal_too(workspace_dir: Path, outside: P
         "        out.append(e.type + ': ' + e.message)\n"
         "out"
     )
-    settings = Settings(mode="code", workspace=workspace_dir, exec_timeout=30, memory_mb=2048)
+    settings = Settings(mode="code", workspace=workspace_dir, exec_timeout=120, memory_mb=2048)
     async with Client(build_server(settings)) as client:
         answer = structured(await client.call_tool("execute_code", {"code": code}))
     assert answer["ok"], answer
