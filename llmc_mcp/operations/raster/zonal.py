@@ -89,16 +89,16 @@ def zonal_stats(
 ) -> ZonalStatsResult:
     """Statistics of a band per zone, with exact fractional cell coverage for polygon zones.
 
-    Polygon zones: each cell counts by the fraction of it inside the polygon (exactextract), so a
-    polygon covering half a cell gives count 0.5; zones in another CRS are transformed to the raster's
-    first and ``transformation`` says how (PROJ's operation and accuracy). Lines and points are
-    refused: they cover no area. A raster of zone ids must be an integer raster on exactly the grid of
-    ``path`` (raster.align it first otherwise); each of its cells counts fully and its nodata cells
-    belong to no zone. Cells that are nodata in ``path`` (nodata value, mask, alpha, NaN/±Inf) are left
-    out everywhere; a zone without valid cells reports count 0 and null for the rest. Values are
-    physical (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result
-    says which. Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see
-    ``method``). Memory follows the largest zone (polygons) or stays flat (zone raster).
+    Polygon zones: each cell counts by the fraction of it inside the polygon (exactextract), so a polygon
+    covering half a cell gives count 0.5; zones in another CRS are transformed to the raster's first and
+    ``transformation`` says how (PROJ's operation and accuracy). Lines and points are refused: they cover
+    no area. A raster of zone ids (its first band) must be an integer raster on exactly the grid of
+    ``path`` (raster.align it first otherwise); each of its cells counts fully and its nodata cells belong
+    to no zone. Cells that are nodata in ``path`` (nodata value, mask, alpha, NaN/±Inf) are left out
+    everywhere; a zone without valid cells reports count 0 and null for the rest. Values are physical
+    (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result says which.
+    Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see ``method``).
+    Memory follows the largest zone (polygons) or stays flat (zone raster).
 
     Errors: InvalidArgument for a band outside 1..count, an empty or repeated stats list, zone_field or
     layer with a zone raster, lines or points, too many zones or vertices; PathRefused for a vector
