@@ -47,6 +47,14 @@ class Settings(BaseModel):
         "host's model, via MCP sampling; hints with the reason when it cannot), 'auto' (sampling when the "
         "client can sample, else hints).",
     )
+    min_confidence: Literal["low", "medium", "high"] = Field(
+        "low",
+        description="A justification less confident than this needs the user's approval (MCP elicitation); "
+        "without elicitation the call is refused. 'low' asks no one.",
+    )
+    review_timeout: float = Field(
+        300.0, gt=0, le=3600, description="Seconds the user has to answer a review."
+    )
     sampling_timeout: float = Field(
         60.0, gt=0, le=600, description="Seconds the host's model has to answer one sampling request."
     )
@@ -67,6 +75,8 @@ class Settings(BaseModel):
             "workflow_ttl_hours": os.environ.get("LLMC_MCP_WORKFLOW_TTL_HOURS"),
             "reflection": os.environ.get("LLMC_MCP_REFLECTION"),
             "sampling_timeout": os.environ.get("LLMC_MCP_SAMPLING_TIMEOUT"),
+            "min_confidence": os.environ.get("LLMC_MCP_MIN_CONFIDENCE"),
+            "review_timeout": os.environ.get("LLMC_MCP_REVIEW_TIMEOUT"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

@@ -78,7 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--reflection",
         choices=("hints", "sampling", "auto"),
         default=None,
-        help=f"A missing justification: the agent's (hints), the host model's (sampling), auto. {_ENV}",
+        metavar="MODE",
+        help=f"Missing justification: hints (agent), sampling (host model), auto. {_ENV}",
+    )
+    serve.add_argument(
+        "--min-confidence",
+        choices=("low", "medium", "high"),
+        default=None,
+        metavar="LEVEL",
+        help=f"low|medium|high: below it, the user approves (elicitation). {_ENV}",
     )
     _add_limit_flags(serve)
     _add_quota_flags(serve)
@@ -234,6 +242,7 @@ def _settings(args: argparse.Namespace):
             idle_ttl=getattr(args, "idle_ttl", None),
             max_workers=getattr(args, "max_workers", None),
             reflection=getattr(args, "reflection", None),
+            min_confidence=getattr(args, "min_confidence", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
 from llmc_mcp.reflection.pending import PendingHints
 from llmc_mcp.reflection.prompts import PromptLibrary
-from llmc_mcp.reflection.schema import validate_justification
+from llmc_mcp.reflection.schema import Justification, validate_justification
 from llmc_mcp.reflection.specs import DOMAINS, Decision
 from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
 from llmc_mcp.sessions import principal
@@ -171,6 +171,33 @@ class Gate:
         ``answered_by`` names who wrote it when not the agent (the host's model, by sampling);
         ``review`` is a person's approval of it.
         """
+        hint, decision, valid = self.vet(hash, domain, justification, session=session)
+        key = hint.hash
+        try:
+            self.store.put(
+                Record(
+                    key=key,
+                    domain=hint.domain,
+                    operation=hint.operation,
+                    prompt=hint.prompt,
+                    prompt_args=decision.args,
+                    prompt_hash=self.prompts.get(hint.prompt).hash,
+                    justification=valid,
+                    answered_by=answered_by,
+                    review=review,
+                )
+            )
+        except RecordExists:
+            self.pending.consume(hint.domain, key)
+            raise
+        self.pending.consume(hint.domain, key)
+        return PersistResult(hash=key, domain=hint.domain, operation=hint.operation, prompt=hint.prompt)
+
+    def vet(
+        self, hash: object, domain: object, justification: object, *, session: str | None = None
+    ) -> tuple[Hint, Decision, Justification]:
+        """Everything :meth:`persist` checks, without storing: the hint, its decision, the valid
+        justification. For a step between validation and the write (a person's review)."""
         key, domain = check_key(hash), check_domain(domain)
         issued = self._issued(key, principal(session))
         if issued is None and self.store.get(domain, key) is not None:
@@ -192,26 +219,7 @@ class Gate:
                 f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
                 fix=f"Persist it with domain={hint.domain!r}.",
             )
-        valid = validate_justification(justification, decision, hint.prompt_text)
-        try:
-            self.store.put(
-                Record(
-                    key=key,
-                    domain=domain,
-                    operation=hint.operation,
-                    prompt=hint.prompt,
-                    prompt_args=decision.args,
-                    prompt_hash=self.prompts.get(hint.prompt).hash,
-                    justification=valid,
-                    answered_by=answered_by,
-                    review=review,
-                )
-            )
-        except RecordExists:
-            self.pending.consume(hint.domain, key)
-            raise
-        self.pending.consume(hint.domain, key)
-        return PersistResult(hash=key, domain=domain, operation=hint.operation, prompt=hint.prompt)
+        return hint, decision, validate_justification(justification, decision, hint.prompt_text)
 
     def _issued(self, key: str, owner: str | None) -> tuple[Hint, Decision] | None:
         """The hint issued for ``key`` to ``owner`` and its decision, whichever domain it is filed in.

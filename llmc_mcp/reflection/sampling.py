@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
-from llmc_mcp.errors import JustificationInvalid, RecordExists
-from llmc_mcp.reflection.gate import Gate, Hint
+from llmc_mcp.errors import JustificationInvalid, LlmcError, RecordExists
+from llmc_mcp.reflection.gate import Hint
 
 Ask = Callable[[str, str], Awaitable[tuple[str, str]]]
 """``ask(system, text) -> (answer, model)``: one question to the host's model."""
@@ -44,8 +44,13 @@ def question(hint: Hint, about: str, subject: str) -> str:
     )
 
 
+Persist = Callable[[dict[str, Any], str], Awaitable[object]]
+"""``persist(justification, model)``: validate and store the model's answer (the gate's rules, and a
+person's review when it is below ``--min-confidence``); raises as the gate does."""
+
+
 async def justify(
-    gate: Gate, hint: Hint, *, subject: str, session: str, about: str, ask: Ask, timeout: float
+    hint: Hint, persist: Persist, *, subject: str, about: str, ask: Ask, timeout: float
 ) -> str | None:
     """Obtain and persist a justification for ``hint``; None when done, else why not (for the hint).
 
@@ -66,16 +71,14 @@ async def justify(
             errors = ["the answer is not one JSON object"]
         else:
             try:
-                await anyio.to_thread.run_sync(
-                    lambda p=payload, m=model: gate.persist(
-                        hint.hash, hint.domain, p, session=session, answered_by=f"sampling: {m}"
-                    )
-                )
+                await persist(payload, model)
                 return None
             except RecordExists:
                 return None  # justified meanwhile (another call, another session): the gate is satisfied
             except JustificationInvalid as exc:
                 errors = [str(e) for e in exc.details.get("errors", [exc.message])]
+            except LlmcError as exc:  # a person declined it, or no one could be asked
+                return f"the host's model answered, but {exc.message[0].lower()}{exc.message[1:]}"
         text = (
             f"{question(hint, about, subject)}\n\nYour previous answer was refused. Fix every problem:\n- "
             + "\n- ".join(errors)

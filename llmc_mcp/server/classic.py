@@ -10,17 +10,16 @@ never the server. The gate and the store stay here, in the server.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from llmc_mcp import __version__
+from llmc_mcp.config import Settings
 from llmc_mcp.operations import CATALOG, Operation
 from llmc_mcp.reflection.prompts import PromptTemplate
 from llmc_mcp.reflection.schema import Justification
@@ -32,6 +31,7 @@ from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
 from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
+from llmc_mcp.server.review import persist_reviewed
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
@@ -58,7 +58,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     server.resource_lister = serve_resources(server, runtime, pool, None)
     for op in (op for op in CATALOG if op.classic):
         server.add_tool(
-            _operation_tool(op, pool, calls, runtime.settings.reflection),
+            _operation_tool(op, pool, calls, runtime.settings),
             name=op.tool_name,
             description=_tool_description(op),
             annotations=ToolAnnotations(
@@ -71,7 +71,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         )
         forbid_unknown_arguments(server, op.tool_name)
     server.add_tool(
-        _persist_tool(runtime),
+        _persist_tool(runtime, calls),
         name="persist_justification",
         description=(
             "Store a justification for a reflection hint (hash and domain exactly as in the hint). "
@@ -101,7 +101,7 @@ def _tool_description(op: Operation) -> str:
     return description
 
 
-def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, reflection: str) -> Any:
+def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, settings: Settings) -> Any:
     images = image_fields(op.result)
 
     async def tool(ctx: Context, **kwargs: Any) -> CallToolResult | InputRequiredResult:
@@ -119,7 +119,7 @@ def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, refl
             error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
             return error_result(error)
 
-        if op.reflection and needs_resuming(ctx, reflection):
+        if op.reflection and needs_resuming(ctx, settings.reflection, settings.min_confidence):
             return await calls.run(ctx, session_key(ctx), kwargs, work)
         return await work()
 
@@ -137,7 +137,7 @@ def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, refl
     return tool
 
 
-def _persist_tool(runtime: Runtime) -> Any:
+def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:
     async def persist_justification(
         ctx: Context,
         hash: Annotated[str, Field(description="The hint's hash: 'sha256:' and 64 hex digits.")],
@@ -149,18 +149,35 @@ def _persist_tool(runtime: Runtime) -> Any:
                 "tradeoffs}, confidence: low|medium|high}"
             ),
         ],
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         # A stateless request has no session: its hints are bound to every stateless caller alike.
         session = session_key(ctx) or STATELESS_PREFIX
-        call = functools.partial(runtime.gate.persist, hash, domain, justification, session=session)
-        token = current_session.set(session)
-        try:
-            result = await anyio.to_thread.run_sync(call)
-        except Exception as exc:
-            return exception_result(exc, "persist_justification")
-        finally:
-            current_session.reset(token)
-        return ok_result(result.model_dump(mode="json"))
+        settings = runtime.settings
+
+        async def work() -> CallToolResult:
+            token = current_session.set(session)
+            try:
+                result = await persist_reviewed(
+                    runtime.gate,
+                    ctx,
+                    settings.min_confidence,
+                    hash,
+                    domain,
+                    justification,
+                    session=session,
+                    timeout=settings.review_timeout,
+                )
+            except Exception as exc:
+                return exception_result(exc, "persist_justification")
+            finally:
+                current_session.reset(token)
+            return ok_result(result.model_dump(mode="json"))
+
+        # The user's review of a weak justification reaches a 2026-07-28 client only through a retry.
+        if needs_resuming(ctx, "hints", settings.min_confidence):
+            arguments = {"hash": hash, "domain": domain, "justification": justification}
+            return await calls.run(ctx, session_key(ctx), arguments, work)
+        return await work()
 
     return persist_justification
 

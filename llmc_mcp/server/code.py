@@ -126,7 +126,7 @@ def build_code_server(runtime: Runtime) -> MCPServer:
                 return exception_result(exc, "execute_code")
             return execute_result(result, settings.output_limit)
 
-        if needs_resuming(ctx, settings.reflection):
+        if needs_resuming(ctx, settings.reflection, settings.min_confidence):
             arguments = {"code": code, "reset": reset, "session": session}
             return await calls.run(ctx, session_key(ctx), arguments, work)
         return await work()

@@ -28,6 +28,7 @@ from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
 from llmc_mcp.server.requests import current_request, sampler_for
+from llmc_mcp.server.review import persist_reviewed
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
 from llmc_mcp.workflows.engine import Engine
@@ -101,6 +102,8 @@ class HostRequests:
         self._workspace = runtime.context.workspace
         self._reflection = runtime.settings.reflection
         self._sampling_timeout = runtime.settings.sampling_timeout
+        self._min_confidence = runtime.settings.min_confidence
+        self._review_timeout = runtime.settings.review_timeout
         self.log_budget = log_budget or LogBudget()
         self._handlers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             "gate.check": self._check,
@@ -216,10 +219,9 @@ class HostRequests:
         with paused_wall_clock():
             for hint in hints:
                 why = await justify(
-                    self._gate,
                     hint,
+                    functools.partial(self._persist_sampled, hint, session),
                     subject=subjects.get(hint.hash, ""),
-                    session=session,
                     about=about,
                     ask=ask,
                     timeout=self._sampling_timeout,
@@ -228,12 +230,33 @@ class HostRequests:
                     left.append(hint.model_copy(update={"fallback": why}))
         return left
 
-    def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        result = self._gate.persist(
+    async def _persist_sampled(self, hint: Hint, session: str, justification: object, model: str) -> None:
+        """Store the host model's justification as an agent's is stored: validated, reviewed when
+        below ``--min-confidence``, marked as sampled."""
+        await persist_reviewed(
+            self._gate,
+            current_request.get(),
+            self._min_confidence,
+            hint.hash,
+            hint.domain,
+            justification,
+            session=session,
+            answered_by=f"sampling: {model}",
+            timeout=self._review_timeout,
+        )
+
+    async def _persist(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """An agent's ``reflection.persist``: validated, reviewed by the user when below
+        ``--min-confidence``, stored."""
+        result = await persist_reviewed(
+            self._gate,
+            current_request.get(),
+            self._min_confidence,
             params.get("hash"),
             params.get("domain"),
             params.get("justification"),
-            session=current_session.get(),
+            session=_session(),
+            timeout=self._review_timeout,
         )
         return result.model_dump()
 

@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.server.elicitation import render_elicitation_schema
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from mcp_types import (
@@ -35,12 +36,17 @@ from mcp_types import (
     CreateMessageRequestParams,
     CreateMessageResult,
     CreateMessageResultWithTools,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequest,
     InputRequiredResult,
 )
 from mcp_types import SamplingMessage as WireSamplingMessage
 from mcp_types import TextContent as WireTextContent
+from pydantic import BaseModel
 
-from llmc_mcp.server.requests import SAMPLING_MAX_TOKENS, can_sample, has_back_channel, text_of
+from llmc_mcp.server.requests import SAMPLING_MAX_TOKENS, can_elicit, can_sample, has_back_channel, text_of
 
 KEEP_SECONDS = 600.0
 """How long a finished or abandoned call's outcome waits for a retry that asks for it."""
@@ -48,8 +54,8 @@ KEEP_SECONDS = 600.0
 
 @dataclass
 class _Question:
-    request: CreateMessageRequest
-    answered: asyncio.Future[CreateMessageResult]
+    request: InputRequest
+    answered: asyncio.Future[Any]
 
 
 @dataclass
@@ -66,9 +72,9 @@ class _Call:
     def questions_pending(self) -> bool:
         return any(not question.answered.done() for question in self.questions.values())
 
-    def ask(self, request: CreateMessageRequest) -> asyncio.Future[CreateMessageResult]:
+    def ask(self, request: InputRequest) -> asyncio.Future[Any]:
         key = f"llmc-{len(self.questions) + 1}"
-        answered: asyncio.Future[CreateMessageResult] = asyncio.get_running_loop().create_future()
+        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.questions[key] = _Question(request, answered)
         self.outcomes.put_nowait(key)
         return answered
@@ -77,12 +83,15 @@ class _Call:
 _current_call: ContextVar[_Call | None] = ContextVar("llmc_resumable_call", default=None)
 
 
-def needs_resuming(ctx: Context, reflection: str) -> bool:
+def needs_resuming(ctx: Context, reflection: str, min_confidence: str) -> bool:
     """Run this call as a resumable one: it is a retry of a paused call, or it may need to pause
-    because this client can be sampled only through retries (``--reflection`` permitting)."""
+    because this client can be asked (its model: ``--reflection``; its user: ``--min-confidence``)
+    only through retries."""
     if ctx.request_state is not None:
         return True
-    return reflection != "hints" and can_sample(ctx) and not has_back_channel(ctx)
+    if has_back_channel(ctx):
+        return False
+    return (reflection != "hints" and can_sample(ctx)) or (min_confidence != "low" and can_elicit(ctx))
 
 
 def can_ask_on_retry() -> bool:
@@ -100,6 +109,15 @@ async def ask_on_retry(system: str, text: str) -> tuple[str, str]:
     )
     result = await call.ask(CreateMessageRequest(params=params))
     return text_of(result.content), result.model
+
+
+async def elicit_on_retry(message: str, schema: type[BaseModel]) -> tuple[str, dict[str, Any] | None]:
+    """Ask the user through the call's next ``InputRequiredResult``; ``(action, content)``."""
+    call = _current_call.get()
+    assert call is not None, "elicit_on_retry outside a resumable call"
+    params = ElicitRequestFormParams(message=message, requested_schema=render_elicitation_schema(schema))
+    result = await call.ask(ElicitRequest(params=params))
+    return result.action, result.content
 
 
 class ResumableCalls:
@@ -186,7 +204,7 @@ def _deliver(call: _Call, responses: Mapping[str, Any]) -> None:
         question = call.questions.get(key)
         if question is None or question.answered.done():
             continue
-        if isinstance(response, CreateMessageResult | CreateMessageResultWithTools):
+        if isinstance(response, CreateMessageResult | CreateMessageResultWithTools | ElicitResult):
             question.answered.set_result(response)
         else:
             question.answered.set_exception(RuntimeError(f"the client answered {type(response).__name__}"))
