@@ -25,6 +25,7 @@ OPERATION_TOOLS = [
     "hydrology_flow_direction",
     "hydrology_streams",
     "hydrology_watershed",
+    "provenance_lineage",
     "raster_align",
     "raster_area",
     "raster_calc",
@@ -37,6 +38,14 @@ OPERATION_TOOLS = [
     "raster_reproject",
     "raster_sample",
     "raster_stats",
+    "raster_zonal_stats",
+    "terrain_aspect",
+    "terrain_hillshade",
+    "terrain_roughness",
+    "terrain_slope",
+    "workflow_list",
+    "workflow_start",
+    "workflow_submit",
 ]
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
 
