@@ -194,6 +194,22 @@ def test_sample_follows_the_file_when_told(ctx: OperationContext, overridden: st
     )
 
 
+def test_following_the_file_still_reads_the_rest_of_the_sidecar(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against 'file' dropping the whole .aux.xml: its nodata value (11 here) must still make
+    cell (1, 1) nodata, as it does under 'sidecar'; only the georeferencing changes side."""
+    write_tiff(workspace_dir / "nd.tif", georeferenced=True)
+    gt = ", ".join(f"{v:.1f}" for v in SIDECAR.to_gdal())
+    (workspace_dir / "nd.tif.aux.xml").write_text(
+        f"<PAMDataset><GeoTransform>{gt}</GeoTransform>"
+        '<PAMRasterBand band="1"><NoDataValue>11</NoDataValue></PAMRasterBand></PAMDataset>'
+    )
+    by_file = call(SAMPLE, ctx, path="nd.tif", points=[[500_015.0, 5_029_985.0]], georeferencing="file")
+    by_sidecar = call(SAMPLE, ctx, path="nd.tif", points=[[600_030.0, 5_039_970.0]], georeferencing="sidecar")
+    assert [(p.row, p.col, p.values) for p in (*by_file.points, *by_sidecar.points)] == [(1, 1, [None])] * 2
+
+
 def test_sample_follows_the_sidecar_when_told(ctx: OperationContext, overridden: str) -> None:
     """Guards against 'sidecar' ignored: (600030, 5039950) is column 1.5, row 2.5 of the 20 m grid,
     so cell (2, 1), value 21, centred at (600030, 5039950)."""

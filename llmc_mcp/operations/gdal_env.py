@@ -199,7 +199,7 @@ def open_for_read(
     """
     path = resolved or ctx.workspace.input_path(name, argument=argument)
     shown = ctx.workspace.relative(path)
-    dataset = _open(ctx, path, shown, argument, {})
+    dataset = _open(ctx, path, shown, argument)
     if georeferencing == "unchecked":
         return dataset
     try:
@@ -217,13 +217,18 @@ def open_for_read(
 
 
 def _open(
-    ctx: OperationContext, path: Path, shown: str, argument: str, config: dict[str, str]
+    ctx: OperationContext,
+    path: Path,
+    shown: str,
+    argument: str,
+    drivers: tuple[str, ...] = READ_DRIVERS,
+    options: dict[str, str] | None = None,
 ) -> DatasetReader:
+    """``options`` are GDAL open options of this dataset alone; never config options, which rasterio
+    sets for the whole process (another thread's open would see them)."""
     try:
         # rasterio.open() refuses a driver list; DatasetReader passes it to GDALOpenEx as allowed drivers.
-        # The georeferencing is read during the open, so ``config`` holds for this dataset's lifetime.
-        with rasterio.Env(**config):
-            dataset = DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False)
+        dataset = DatasetReader(str(path), driver=list(drivers), sharing=False, **(options or {}))
     except RasterioIOError as exc:
         text = translate_gdal_error(exc, ctx, path)
         if "No such file" in text:
@@ -253,16 +258,22 @@ def _open(
 
 GeoreferencingPolicy = Literal["refuse", "file", "sidecar", "unchecked"]
 """What :func:`open_for_read` does when a sidecar overrides the file's own georeferencing: ``refuse``
-(naming both), follow the ``file`` (GDAL told to ignore the sidecar for this open) or the
-``sidecar`` (what GDAL does by default); ``unchecked`` for results that do not depend on
+(naming both), follow the ``file`` (this dataset opened with GDAL's ``GEOREF_SOURCES=INTERNAL,PAM``:
+the file's georeferencing first, the rest of the .aux.xml still read) or the ``sidecar`` (GDAL's
+default); ``unchecked`` for results that do not depend on
 georeferencing (statistics, listings, the header itself)."""
 
 _GEOREF_SOURCES_DRIVERS = frozenset({"GTiff", "JP2OpenJPEG"})
-"""Drivers that honour ``GDAL_GEOREF_SOURCES``: with ``INTERNAL`` they ignore PAM and world files for
-georeferencing only and keep the rest of the .aux.xml (nodata, scale, statistics)."""
+"""Drivers with the ``GEOREF_SOURCES`` open option: ``INTERNAL`` alone reads the file's own
+georeferencing (and no .aux.xml at all); ``INTERNAL,PAM`` prefers it and still reads the rest of the
+.aux.xml (nodata, scale, metadata). Only these formats hold georeferencing a PAM file can override."""
 
 _NO_INTERNAL_GEOREFERENCING = frozenset({"PNG", "JPEG", "GIF", "BMP"})
-"""Formats that cannot hold georeferencing themselves: a sidecar is their only source."""
+"""Formats that cannot hold georeferencing themselves: a sidecar is their only source. The other
+readable formats (HFA, ENVI, EHdr, AAIGrid, netCDF) take theirs from their own header."""
+
+MAX_PAM_BYTES = 1 << 20
+"""An .aux.xml longer than this is not searched for georeferencing (GDAL's own are a few KiB)."""
 
 
 @dataclass(frozen=True)
@@ -291,14 +302,15 @@ def georeferencing_of(dataset: DatasetReader, path: Path) -> Georeferencing:
     """
     transform, crs = dataset.transform, dataset.crs
     sidecars = _georeferencing_sidecars(dataset, path)
-    if not sidecars:
+    driver = dataset.driver
+    if not sidecars or driver not in _GEOREF_SOURCES_DRIVERS | _NO_INTERNAL_GEOREFERENCING:
         source: GeoreferencingSource = "file" if _located(transform, crs) else "none"
         own = (transform, crs) if source == "file" else (None, None)
         return Georeferencing(source, None, transform, crs, *own, overridden=False)
-    if dataset.driver in _NO_INTERNAL_GEOREFERENCING:
-        own = (None, None)
+    if driver in _GEOREF_SOURCES_DRIVERS:
+        own = _georeferencing_with(path, driver, {"GEOREF_SOURCES": "INTERNAL"})
     else:
-        own = _georeferencing_with(path, {"GDAL_GEOREF_SOURCES": "INTERNAL", "GDAL_PAM_ENABLED": "NO"})
+        own = (None, None)
     if own[0] is not None:
         same = _same_georeferencing(own[0], own[1], transform, crs)
         if same:
@@ -308,9 +320,12 @@ def georeferencing_of(dataset: DatasetReader, path: Path) -> Georeferencing:
         return Georeferencing(kind, sidecars[kind], transform, crs, *own, overridden=True)
     if not _located(transform, crs):
         return Georeferencing("none", None, transform, crs, None, None, overridden=False)
-    without_pam = _georeferencing_with(path, {"GDAL_PAM_ENABLED": "NO"})
-    kinds = [k for k in ("tab file", "world file") if k in sidecars] if without_pam[0] is not None else []
-    kind = kinds[0] if kinds else "aux.xml" if "aux.xml" in sidecars else next(iter(sidecars))
+    # The file holds none, so a sidecar gave it: PAM first in GDAL's order when it has any, then the
+    # .tab, then the world file.
+    pam = sidecars.get("aux.xml")
+    order: list[GeoreferencingSource] = ["aux.xml"] if pam is not None and _pam_georeferences(pam) else []
+    order += [k for k in ("tab file", "world file", "aux.xml") if k in sidecars]
+    kind = order[0]
     return Georeferencing(kind, sidecars[kind], transform, crs, None, None, overridden=False)
 
 
@@ -334,17 +349,29 @@ def _georeferencing_sidecars(dataset: DatasetReader, path: Path) -> dict[Georefe
     return found
 
 
-def _georeferencing_with(path: Path, config: dict[str, str]) -> tuple[Affine | None, CRS | None]:
-    """The georeferencing GDAL reads from ``path`` under ``config``; (None, None) when there is none.
+def _georeferencing_with(
+    path: Path, driver: str, options: dict[str, str]
+) -> tuple[Affine | None, CRS | None]:
+    """The georeferencing ``driver`` reads from ``path`` with open ``options``; (None, None) if none.
 
     The caller already opened and checked the same path with every source allowed; this open reads a
     subset of the same files. Finding no georeferencing is an answer here, not a warning.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        with rasterio.Env(**config), DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False) as ds:
+        with DatasetReader(str(path), driver=[driver], sharing=False, **options) as ds:
             transform, crs = ds.transform, ds.crs
     return (transform, crs) if _located(transform, crs) else (None, None)
+
+
+def _pam_georeferences(pam: Path) -> bool:
+    """Whether an .aux.xml holds a geotransform or a CRS (most hold only statistics and metadata)."""
+    try:
+        with pam.open("rb") as handle:
+            text = handle.read(MAX_PAM_BYTES)
+    except OSError:
+        return False
+    return b"<GeoTransform" in text or b"<SRS" in text
 
 
 def _located(transform: Affine, crs: CRS | None) -> bool:
@@ -409,12 +436,12 @@ def _conflict(ctx: OperationContext, found: Georeferencing, shown: str, argument
 def _open_own(
     ctx: OperationContext, path: Path, shown: str, argument: str, found: Georeferencing, driver: str
 ) -> DatasetReader:
-    """Open ``path`` again with GDAL told to ignore the sidecar's georeferencing, and check it did."""
-    if driver in _GEOREF_SOURCES_DRIVERS:
-        config = {"GDAL_GEOREF_SOURCES": "INTERNAL"}
-    else:
-        config = {"GDAL_GEOREF_SOURCES": "INTERNAL", "GDAL_PAM_ENABLED": "NO"}
-    dataset = _open(ctx, path, shown, argument, config)
+    """Open ``path`` again with GDAL told to prefer the file's georeferencing, and check it did.
+
+    Only :data:`_GEOREF_SOURCES_DRIVERS` have georeferencing of their own that PAM overrides, so only
+    they get here; the rest of the .aux.xml (nodata, scale, metadata) still applies.
+    """
+    dataset = _open(ctx, path, shown, argument, (driver,), {"GEOREF_SOURCES": "INTERNAL,PAM"})
     assert found.file_transform is not None
     if not _same_georeferencing(dataset.transform, dataset.crs, found.file_transform, found.file_crs):
         dataset.close()
