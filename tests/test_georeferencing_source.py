@@ -141,6 +141,23 @@ def test_info_reports_a_world_file_as_the_only_georeferencing(
     assert info.transform == (10.0, 0.0, 500_000.0, 0.0, -10.0, 5_030_000.0)
 
 
+def test_a_statistics_only_aux_xml_is_not_named_as_the_source(
+    ctx: OperationContext, workspace_dir: Path, world_file_only: str
+) -> None:
+    """Guards against naming the .aux.xml GDAL wrote statistics into as the source, when the world
+    file beside it is what places the raster."""
+    (workspace_dir / "plain.tif.aux.xml").write_text(
+        '<PAMDataset><PAMRasterBand band="1"><Metadata><MDI key="STATISTICS_MEAN">11.5</MDI></Metadata>'
+        "</PAMRasterBand></PAMDataset>"
+    )
+    info = call(INFO, ctx, path=world_file_only)
+    assert (info.georeferencing, info.transform[2], info.transform[5]) == (
+        "world file",
+        500_000.0,
+        5_030_000.0,
+    )
+
+
 # --- refusals ---------------------------------------------------------------------------------------
 
 
