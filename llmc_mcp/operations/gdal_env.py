@@ -429,7 +429,8 @@ def _conflict(ctx: OperationContext, found: Georeferencing, shown: str, argument
         f"sidecar '{sidecar}' says {other}, and GDAL (so QGIS and most tools) follows the sidecar. This "
         "result depends on where the cells are, so it is not computed on either silently.",
         fix=f"Pass georeferencing='file' to use the file's own, or georeferencing='sidecar' to use "
-        f"'{sidecar}'; or correct or delete the sidecar. raster.info shows both.",
+        f"'{sidecar}'. An operation without that argument takes a copy written by raster.convert with "
+        "it; or correct or delete the sidecar. raster.info shows both.",
     )
 
 
