@@ -25,8 +25,16 @@ pytestmark = pytest.mark.clients
 
 SOURCE = "RGB.byte.tif"  # copied into every workspace by the fixtures
 CODE_TOOLS = ["00_INIT", "execute_code", "read_stubs"]
-CLASSIC_TOOLS = sorted([*(op.tool_name for op in CATALOG), "persist_justification"])
-PROMPTS = ["justify_crs_selection", "justify_lossy_compression", "justify_resampling_method"]
+CLASSIC_TOOLS = sorted([*(op.tool_name for op in CATALOG if op.classic), "persist_justification"])
+PROMPTS = [
+    "justify_crs_selection",
+    "justify_depression_handling",
+    "justify_flow_routing",
+    "justify_lossy_compression",
+    "justify_overlap_aggregation",
+    "justify_resampling_method",
+    "justify_stream_threshold",
+]
 REPROJECT_CALL = f'raster.reproject("{SOURCE}", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_ARGS = {"src": SOURCE, "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
 
@@ -111,7 +119,7 @@ def test_initialize_carries_the_instructions_and_00_init_returns_them(call, code
 
 def test_read_stubs_with_and_without_a_module(call, code_target: Target) -> None:
     index = text(tool(call, code_target, "read_stubs", {}))
-    assert "- raster.reproject(src, dst, dst_crs" in index and "reflection.persist(hash" in index
+    assert "reproject*" in index and "- reflection: persist, prompt, report" in index
     source = text(tool(call, code_target, "read_stubs", {"module": "raster"}))
     compile(source, "raster.py", "exec")
     assert "def reproject(src: str, dst: str, dst_crs: str" in source

@@ -129,8 +129,8 @@ def persist_capped(root: str, limit: int) -> dict[str, Any]:
 class _AllowAll:
     """A gate that lets everything run: these tests are about writing, not about justifications."""
 
-    def require(self, op: Any, args: Mapping[str, Any], facts: Mapping[str, str]) -> None:
-        return None
+    def require(self, op: Any, args: Mapping[str, Any], facts: Mapping[str, str]) -> list[Any]:
+        return []  # no decision needed a justification
 
 
 def run_operation(workspace: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def profile(max_examples: int) -> settings:
     return settings(max_examples=max_examples, **PROFILE)
 
 
-SCHEMAS = {op.tool_name: op.arguments.model_json_schema() for op in CATALOG}
+SCHEMAS = {op.tool_name: op.arguments.model_json_schema() for op in CATALOG if op.classic}
 """The classic tools' input schemas come from the same signatures (checked below)."""
 CLASSIC_CASES = st.sampled_from(sorted(SCHEMAS)).flatmap(
     lambda tool: st.tuples(st.just(tool), arguments_for(SCHEMAS[tool]))
