@@ -41,7 +41,7 @@ from typing import Any
 import anyio
 from _common import banner, finish, print_table, quiet_logs, ratio, workspace
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, CreateMessageResult, TextContent
 
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import NAMESPACES
@@ -290,6 +290,46 @@ async def replay(mode: str, workspace: Path) -> tuple[dict[str, Session], tuple[
     return sessions, fixed, stub_tokens
 
 
+@dataclass
+class HostModel:
+    """The host's model when the server samples it: answers each question with the justification
+    the scripted agent would have written for that domain, and counts what it reads and writes."""
+
+    questions: int = 0
+    read: int = 0
+    written: int = 0
+
+    async def __call__(self, ctx: Any, params: Any) -> CreateMessageResult:
+        text = params.messages[0].content.text
+        domain = re.search(r"Decision \((\w+)\)", text).group(1)
+        answer = json.dumps(JUSTIFICATIONS[domain])
+        self.questions += 1
+        self.read += count_tokens((params.system_prompt or "") + text)
+        self.written += count_tokens(answer)
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text=answer), model="host"
+        )
+
+
+async def sampled_t2(mode: str, workspace: Path, era: str) -> tuple[Session, HostModel]:
+    """T2 on a client that can sample: the server asks the host's model, the agent sees no miss."""
+    settings = Settings(mode=mode, workspace=workspace, exec_timeout=60)
+    server = build_server(settings)
+    fixed = await fixed_cost(server)
+    session, model = Session(fixed[1] + fixed[3], count_tokens(USER["T2"])), HostModel()
+    async with Client(server, mode=era, sampling_callback=model) as client:
+        if mode == "code":
+            for arguments in ({}, {"module": "raster.reproject"}):
+                await call(client, session, "read_stubs", arguments)
+            code = CODE_T2_DONE.format(persists="").lstrip()
+            done = await call(client, session, "execute_code", {"code": code})
+        else:
+            args = {"src": "RGB.byte.tif", "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
+            done = await call(client, session, "raster_reproject", args)
+    expect(not done.is_error and model.questions == 2, f"T2 with sampling ({mode}, {era})", done)
+    return session, model
+
+
 def totals(sessions: dict[str, Session]) -> tuple[int, int, int, int]:
     s = list(sessions.values())
     return (
@@ -422,6 +462,43 @@ async def main() -> None:
                     ]
                 )
     print_table(["task", "mode", "#", "tool", "status", "args tok", "result tok"], rows, "Per call")
+
+    rows = []
+    for mode, hinted in (("code", code["T2"]), ("classic", classic["T2"])):
+        rows.append(
+            [mode, "hints (the agent justifies)", len(hinted.calls), hinted.produced, hinted.context, 0, 0, 0]
+        )
+        for era in ("legacy", "auto"):
+            with workspace(f"llmc-tok-sample-{mode}-", RASTERS) as sample_ws:
+                sampled, model = await sampled_t2(mode, sample_ws, era)
+            label = f"sampling, {'handshake era' if era == 'legacy' else '2026-07-28 era'}"
+            rows.append(
+                [
+                    mode,
+                    label,
+                    len(sampled.calls),
+                    sampled.produced,
+                    sampled.context,
+                    model.questions,
+                    model.read,
+                    model.written,
+                ]
+            )
+    print_table(
+        [
+            "mode",
+            "T2 (gated reprojection)",
+            "agent calls",
+            "agent produced tok",
+            "agent context tok",
+            "host-model questions",
+            "host model reads tok",
+            "host model writes tok",
+        ],
+        rows,
+        "(c) The gated reprojection with and without in-band reflection (the server samples the host's "
+        "model; in code mode the agent reads the index and raster.reproject's stub only)",
+    )
 
     c_total, k_total = totals(classic), totals(code)
     code_system, classic_system = code_fixed[1] + code_fixed[3], classic_fixed[1] + classic_fixed[3]
