@@ -284,8 +284,10 @@ async def normal_session(
                         'resampling="bilinear", width=64)')  # fmt: skip
                 await call("miss", code, lambda d: False, expected="reflection_required")
             due = phase.started + offset * phase_seconds
-            if phase.name in ("baseline", "misbehaving") and phase.name not in persisted_in and (
-                herd or time.monotonic() >= due
+            if (
+                phase.name in ("baseline", "misbehaving")
+                and phase.name not in persisted_in
+                and (herd or time.monotonic() >= due)
             ):
                 persisted_in.add(phase.name)
                 await persist_and_retry(index, phase.name, call)

@@ -174,3 +174,45 @@ async def test_a_declined_sampled_justification_falls_back_to_hints(
     assert result["error"]["type"] == "reflection_required", text
     assert "did not approve" in result["reflection_required"][0]["fallback"]
     assert records(workspace_dir) == []
+
+
+async def start_area_statistics(client: Client, workspace_dir: Path) -> dict[str, Any]:
+    """The built-in area_statistics workflow, answered up to its CRS step (classic face)."""
+    started = await client.call_tool(
+        "workflow_start",
+        {
+            "name": "area_statistics",
+            "inputs": [
+                {"name": "raster", "value": "RGB.byte.tif"},
+                {"name": "goal", "value": "area"},
+                {"name": "output", "value": "ea.tif"},
+            ],
+        },
+    )
+    progress = structured(started)
+    action = progress["next_action"]
+    answer = {**action["arguments"], "answer": "EPSG:32618, 30 m cells, three uint8 bands of reflectance."}
+    return structured(await client.call_tool(action["tool"], answer))
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_workflow_steps_weak_justification_is_reviewed_before_it_is_stored(
+    classic_settings: Settings, workspace_dir: Path, approve: bool
+) -> None:
+    """Guards against a workflow's requires step storing what the gate's own paths would have reviewed."""
+    settings = classic_settings.model_copy(update={"min_confidence": "medium"})
+    user = User(approve=approve)
+    async with Client(build_server(settings), mode="legacy", elicitation_callback=user) as client:
+        crs_step = await start_area_statistics(client, workspace_dir)
+        assert crs_step["step"] == "crs", crs_step
+        action = crs_step["next_action"]
+        answer = low({"prompt_args": {"dst_crs": "EPSG:6933"}})
+        answered = structured(
+            await client.call_tool(action["tool"], {**action["arguments"], "answer": answer})
+        )
+    assert len(user.shown) == 1 and "EPSG:6933" in user.shown[0]
+    if approve:
+        assert answered["step"] == "resampling"
+        assert [r.review["action"] for r in records(workspace_dir)] == ["approved"]
+    else:
+        assert answered["type"] == "review_declined" and records(workspace_dir) == []

@@ -38,4 +38,6 @@ def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mappi
 
 
 def _plain(record: Any) -> dict[str, Any]:
-    return record.model_dump(mode="json", exclude={"digest"}) if isinstance(record, BaseModel) else dict(record)
+    if isinstance(record, BaseModel):
+        return record.model_dump(mode="json", exclude={"digest"})
+    return dict(record)

@@ -444,7 +444,10 @@ class ReclassRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: float | None = Field(None, description="Match cells equal to this value (exactly). Excludes min/max.")
+    value: float | None = Field(
+        None,
+        description="Match cells equal to this value (exactly). Excludes min/max.",
+    )
     min: float | None = Field(None, description="Range start, inclusive; null for no lower end.")
     max: float | None = Field(None, description="Range end, exclusive; null for no upper end.")
     to: int = Field(description="The output class of the matching cells.")
@@ -484,7 +487,9 @@ class ReclassifyResult(_Model):
     unmatched_cells: int = Field(
         description="Valid cells no rule matched: written as default, or as nodata when default is null."
     )
-    nodata_cells: int = Field(description="Output nodata cells: source nodata (value, mask, NaN) and unmatched.")
+    nodata_cells: int = Field(
+        description="Output nodata cells: source nodata (value, mask, NaN) and unmatched."
+    )
     note: str = Field(description="How cells were matched and what became nodata.")
 
 
@@ -528,12 +533,9 @@ class ClipResult(_Model):
 
 GeoreferencingChoice = Annotated[
     Literal["file", "sidecar"] | None,
-    Field(
-        description="Side to follow if a .aux.xml overrides the georeferencing; null refuses."
-    ),
+    Field(description="Side to follow if a .aux.xml overrides the georeferencing; null refuses."),
 ]
 """The one argument by which an operation whose result depends on georeferencing picks a side."""
-
 
 
 ZFactorSource = Literal["argument", "band_unit", "crs_vertical_unit", "horizontal_unit", "assumed_metres"]
@@ -550,9 +552,9 @@ class TerrainResult(_Model):
         "stay in the DEM's elevation units."
     )
     z_factor_source: ZFactorSource | None = Field(
-        description="Where z_factor came from (null for roughness): the argument, the band's declared unit, the CRS's vertical "
-        "unit, the horizontal unit of a projected CRS (elevations assumed in the same unit, as gdaldem "
-        "does), or metres assumed (geographic CRS, no unit declared)."
+        description="Where z_factor came from (null for roughness): the argument, the band's declared "
+        "unit, the CRS's vertical unit, the horizontal unit of a projected CRS (elevations assumed in "
+        "the same unit, as gdaldem does), or metres assumed (geographic CRS, no unit declared)."
     )
     ground_spacing: GroundSpacing = Field(
         description="How distances were measured: 'projected' is one cell size, CRS units times metres per "
@@ -584,7 +586,9 @@ class MergeSource(_Model):
         "offset), so it was warped onto it with the resampling method; false: copied cell for cell."
     )
     footprint_cells: int = Field(description="Output cells (per band) its extent covers.")
-    valid_cells: int = Field(description="Cell values (all bands) it has on the output grid, nodata excluded.")
+    valid_cells: int = Field(
+        description="Cell values (all bands) it has on the output grid, nodata excluded."
+    )
     used_cells: int = Field(
         description="Cell values that came from it: first/last/min/max, where it won (ties: the earlier "
         "source); mean/sum/count, every valid cell (each takes part)."
@@ -596,7 +600,9 @@ class MergeResult(_Model):
 
     output: RasterInfo = Field(description="raster.info of the written file.")
     method: MergeMethod = Field(description="How overlapping cells were combined.")
-    sources: list[MergeSource] = Field(description="Each source, in the order given (the order first/last use).")
+    sources: list[MergeSource] = Field(
+        description="Each source, in the order given (the order first/last use)."
+    )
     overlap_cells: int = Field(description="Cell values (all bands) where two or more sources had a value.")
     nodata: float | None = Field(
         description="The output's nodata value; null when none (count: 0 means no source had a value; "
@@ -711,8 +717,12 @@ class WorkflowProgress(_Model):
     """One step of a running workflow to answer, or (complete) its results."""
 
     workflow: str
-    state_id: str = Field(description="The handle of this run; pass it to submit. Keep it: it survives restarts.")
-    complete: bool = Field(description="True once the last step is answered; results then holds every answer.")
+    state_id: str = Field(
+        description="The handle of this run; pass it to submit. Keep it: it survives restarts."
+    )
+    complete: bool = Field(
+        description="True once the last step is answered; results then holds every answer."
+    )
     step: str | None = Field(description="The id of the step to answer now; null when complete.")
     step_index: int | None = Field(description="The step's position in the definition (1-based).")
     total_steps: int
@@ -726,10 +736,10 @@ class WorkflowProgress(_Model):
     results: dict[str, Any] | None = Field(description="When complete: every saved answer by its name.")
 
 
-ConditionMethod = Literal["fill"]
-"""Depression handling pyflwdir implements; 'breach' and 'fill_flats' are refused by name (DD-MCP-052)."""
-FlowRouting = Literal["d8"]
-"""Flow routing pyflwdir implements; 'dinf' and 'mfd' are refused by name (DD-MCP-052)."""
+ConditionMethod = Literal["fill", "breach", "fill_flats"]
+"""Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'breach' and 'fill_flats' by Whitebox (DD-MCP-067)."""
+FlowRouting = Literal["d8", "dinf", "mfd"]
+"""Flow routing: 'd8' by pyflwdir (DD-MCP-052), 'dinf' and 'mfd' (FD8) by Whitebox (DD-MCP-067)."""
 AccumulationUnits = Literal["cells", "m2"]
 ThresholdUnits = Literal["cells", "m2"]
 
@@ -737,7 +747,9 @@ ThresholdUnits = Literal["cells", "m2"]
 class ConditionResult(_Model):
     """What ``hydrology.condition`` wrote and how much it changed the DEM."""
 
-    output: RasterInfo = Field(description="raster.info of the conditioned DEM (float32).")
+    output: RasterInfo = Field(
+        description="raster.info of the conditioned DEM (float32 for 'fill', float64 otherwise)."
+    )
     method: ConditionMethod = Field(description="How depressions were handled.")
     max_depth: float | None = Field(
         description="Depressions entered by a drop of at least this were kept as sinks; null: all filled."
@@ -747,19 +759,25 @@ class ConditionResult(_Model):
     volume_cells: float = Field(
         description="Sum of raises over cells (vertical units x cells): the filled volume."
     )
+    lowered_cells: int = Field(description="Cells whose elevation was lowered (breach channels; else 0).")
+    max_lowering: float = Field(description="The deepest cut, in vertical units (0 when none).")
     note: str = Field(description="What was done and what was kept.")
 
 
 class FlowDirectionResult(_Model):
     """What ``hydrology.flow_direction`` wrote."""
 
-    output: RasterInfo = Field(description="raster.info of the flow direction grid (uint8).")
+    output: RasterInfo = Field(
+        description="raster.info of the flow direction grid (uint8 d8, float32 dinf, uint16 mfd)."
+    )
     routing: FlowRouting = Field(description="The routing model.")
     encoding: str = Field(description="What each value of the output means.")
     outlet_cells: int = Field(
         description="Edge cells (of the grid or beside nodata) that drain off the data: 0."
     )
-    sink_cells: int = Field(description="Interior cells that drain nowhere (unfilled depressions: value 0).")
+    sink_cells: int = Field(
+        description="Interior cells that drain nowhere (unfilled depressions: d8 0, dinf -1, mfd 0)."
+    )
     note: str = Field(description="How directions were derived.")
 
 

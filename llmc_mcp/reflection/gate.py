@@ -31,6 +31,7 @@ from llmc_mcp.sessions import principal
 if TYPE_CHECKING:
     from llmc_mcp.operations.catalog import Operation
 
+
 class Hint(BaseModel):
     """What an agent needs to justify one decision: machine-readable, with the prompt inline."""
 

@@ -24,14 +24,15 @@ from llmc_mcp.operations import Operation, get_operation
 from llmc_mcp.reflection.gate import Hint
 from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.sampling import justify
+from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
 from llmc_mcp.server.requests import current_request, sampler_for
-from llmc_mcp.server.review import persist_reviewed
+from llmc_mcp.server.review import ask_person, persist_reviewed, review_message
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
-from llmc_mcp.workflows.engine import Engine
+from llmc_mcp.workflows.engine import Engine, ReviewNeeded
 from llmc_mcp.workflows.service import CALLS as WORKFLOW_CALLS
 from llmc_mcp.workflows.service import serve as serve_workflow
 
@@ -120,6 +121,7 @@ class HostRequests:
             runtime.gate,
             face=runtime.settings.mode,
             ttl_seconds=runtime.settings.workflow_ttl_hours * 3600,
+            min_confidence=runtime.settings.min_confidence,
         )
         self._workflows.states.sweep()  # runs that expired while no server was running
         for call in WORKFLOW_CALLS:
@@ -167,9 +169,27 @@ class HostRequests:
         """``files.remove``: decided here, never in the worker, which can write the ledger file."""
         return self._outputs.remove(_session(), params.get("path")).to_dict()
 
-    def _workflow(self, call: str, params: Mapping[str, Any]) -> Any:
-        """A workflow call for the principal of the session asking: it reaches that principal's runs only."""
-        return serve_workflow(self._workflows, call, params, principal(_session()))
+    async def _workflow(self, call: str, params: Mapping[str, Any]) -> Any:
+        """A workflow call for the principal of the session asking: it reaches that principal's runs only.
+
+        A ``requires`` answer below ``--min-confidence`` is put to the user first (outside the state
+        lock), then submitted again with the approval; declined, nothing is saved.
+        """
+        who = principal(_session())
+        try:
+            return await anyio.to_thread.run_sync(serve_workflow, self._workflows, call, params, who)
+        except ReviewNeeded as needed:
+            justification = Justification.model_validate(params.get("answer"))
+            message = review_message(
+                str(needed.details["operation"]),
+                dict(needed.details["decision"]),
+                justification,
+                self._min_confidence,
+            )
+            review = await ask_person(current_request.get(), message, self._review_timeout)
+            return await anyio.to_thread.run_sync(
+                functools.partial(serve_workflow, self._workflows, call, params, who, review)
+            )
 
     async def _check(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The gate's answer for one operation call; a miss is first put to the host's model when it

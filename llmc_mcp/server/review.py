@@ -67,7 +67,7 @@ async def persist_reviewed(
     )
     review = None
     if needs_review(valid, minimum):
-        review = await _ask_person(ctx, _message(hint, valid, minimum), timeout)
+        review = await ask_person(ctx, _message(hint, valid, minimum), timeout)
     return await anyio.to_thread.run_sync(
         lambda: gate.persist(
             hash, domain, justification, session=session, answered_by=answered_by, review=review
@@ -76,10 +76,17 @@ async def persist_reviewed(
 
 
 def _message(hint: Hint, justification: Justification, minimum: Confidence) -> str:
-    decision = ", ".join(f"{k}={v}" for k, v in hint.prompt_args.items())
+    return review_message(hint.operation, hint.prompt_args, justification, minimum)
+
+
+def review_message(
+    operation: str, decision_args: dict[str, Any], justification: Justification, minimum: str
+) -> str:
+    """What the user is shown: the operation, the decision and the whole reasoning."""
+    decision = ", ".join(f"{k}={v}" for k, v in decision_args.items())
     rejected = "; ".join(f"{a.method} ({a.why_not})" for a in justification.alternatives)
     return (
-        f"An AI agent wants to run {hint.operation} with {decision}. Its justification has "
+        f"An AI agent wants to run {operation} with {decision}. Its justification has "
         f"{justification.confidence} confidence, below this server's minimum ({minimum}), so it needs "
         f"your approval.\n\nIntent: {justification.intent}\nChoice: {justification.choice.method}: "
         f"{justification.choice.rationale}\nTrade-offs: {justification.choice.tradeoffs}\n"
@@ -87,7 +94,8 @@ def _message(hint: Hint, justification: Justification, minimum: Confidence) -> s
     )
 
 
-async def _ask_person(ctx: Context | None, message: str, timeout: float) -> dict[str, Any]:
+async def ask_person(ctx: Context | None, message: str, timeout: float) -> dict[str, Any]:
+    """The user's approval (the review to keep), or ReviewRequired / ReviewDeclined."""
     from llmc_mcp.server.resumable import can_ask_on_retry, elicit_on_retry
 
     refusal = ReviewRequired(

@@ -65,10 +65,19 @@ class AnswerInvalid(LlmcError):
 class Engine:
     """Workflows of one workspace, run for one face (whose calls ``next_action`` spells)."""
 
-    def __init__(self, workspace: Workspace, gate: Gate, *, face: Face, ttl_seconds: float):
+    def __init__(
+        self,
+        workspace: Workspace,
+        gate: Gate,
+        *,
+        face: Face,
+        ttl_seconds: float,
+        min_confidence: Literal["low", "medium", "high"] = "low",
+    ):
         self.workspace = workspace
         self.gate = gate
         self.face = face
+        self.min_confidence = min_confidence
         self.states = StateStore(workspace.root / ".llmc" / "workflow-state", gate.store, ttl_seconds)
         self.user_dir = workspace.root / ".llmc" / "workflows"
 
@@ -146,8 +155,13 @@ class Engine:
         principal: str | None,
         facts: Mapping[str, Any] | None = None,
         check_problem: str | None = None,
+        review: dict[str, Any] | None = None,
     ) -> WorkflowProgress:
-        """Check ``answer`` for the current step completely; if it passes, keep it and move on."""
+        """Check ``answer`` for the current step completely; if it passes, keep it and move on.
+
+        A ``requires`` answer below ``min_confidence`` raises :class:`ReviewNeeded` before anything
+        is saved, unless ``review`` carries the user's approval (the server asks, then submits again).
+        """
         with self.states.locked():
             state = self.states.load(state_id, principal)
             workflow = _definition(state)
@@ -168,6 +182,20 @@ class Engine:
                     progress = self._progress(workflow, state_id, state)
                 except TemplateError as exc:
                     problems.append(f"the next instruction cannot be written with this answer: {exc}")
+            if not problems and record is not None and review is None and _below(record, self.min_confidence):
+                raise ReviewNeeded(
+                    f"This step's justification has {record.justification.confidence} confidence, below "
+                    f"the server's minimum ({self.min_confidence}): the user must approve it.",
+                    fix="The server asks the user; without elicitation, ask the user yourself and submit "
+                    "the confidence you honestly hold then.",
+                    details={
+                        "operation": record.operation,
+                        "decision": record.prompt_args,
+                        "step": current.id,
+                    },
+                )
+            if record is not None and review is not None:
+                record = record.model_copy(update={"review": review})
             if problems:
                 raise AnswerInvalid(
                     f"The answer to step {current.id!r} was not accepted: " + "; ".join(problems),
@@ -476,3 +504,16 @@ def local_engine(workspace: Workspace, face: Face, ttl_seconds: float = 7 * 24 *
 
     gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
     return Engine(workspace, gate, face=face, ttl_seconds=ttl_seconds)
+
+
+class ReviewNeeded(LlmcError):
+    """A ``requires`` step's justification is below ``--min-confidence``: nothing was saved yet."""
+
+    kind = "review_required"
+
+
+_RANK = {"low": 0, "medium": 1, "high": 2}
+
+
+def _below(record: Record, minimum: str) -> bool:
+    return _RANK[record.justification.confidence] < _RANK[minimum]

@@ -52,8 +52,17 @@ class LocalWorkflows:
         return serve(self._engine, call, params, self._principal)
 
 
-def serve(engine: Engine, call: str, params: Mapping[str, Any], principal: str | None) -> Any:
-    """One engine call from request parameters, for ``principal``; the answer as JSON data."""
+def serve(
+    engine: Engine,
+    call: str,
+    params: Mapping[str, Any],
+    principal: str | None,
+    review: dict[str, Any] | None = None,
+) -> Any:
+    """One engine call from request parameters, for ``principal``; the answer as JSON data.
+
+    ``review`` is the user's approval of a ``submit``'s justification, obtained by the server (never
+    taken from ``params``: a worker could claim one)."""
     if call == "list":
         result: Any = engine.list()
     elif call == "describe":
@@ -73,6 +82,7 @@ def serve(engine: Engine, call: str, params: Mapping[str, Any], principal: str |
             principal,
             facts=params.get("facts"),
             check_problem=None if check_problem is None else str(check_problem)[:2000],
+            review=review,
         )
     else:
         from llmc_mcp.errors import InvalidArgument
