@@ -206,3 +206,17 @@ async def test_a_retry_with_other_arguments_does_not_resume_the_paused_call(code
             await client.session.call_tool(
                 "execute_code", {"code": "1 + 1"}, request_state=paused.request_state, input_responses={}
             )
+
+
+async def test_a_sampled_justification_is_shown_as_such_in_reports_and_provenance(
+    code_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against a report or an output's record that credits the agent with the model's reasoning."""
+    async with Client(build_server(code_settings), mode="legacy", sampling_callback=Model()) as client:
+        await client.call_tool("execute_code", {"code": CODE})
+        reported = structured(await client.call_tool("execute_code", {"code": "reflection.report()"}))[
+            "result"
+        ]
+    assert {entry["answered_by"] for entry in reported} == {"sampling: fake-7b"}
+    record = json.loads((workspace_dir / "rgb_4326.tif.provenance.json").read_text())
+    assert {j["answered_by"] for j in record["x-llmc:justifications"]} == {"sampling: fake-7b"}

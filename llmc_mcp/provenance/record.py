@@ -236,4 +236,6 @@ def _justification(item: Mapping[str, Any]) -> dict[str, Any]:
         "tradeoffs": justification["choice"]["tradeoffs"],
         "confidence": justification["confidence"],
         "justified_at": item.get("created_at"),
+        "answered_by": item.get("answered_by") or "agent",
+        "review": item.get("review"),
     }

@@ -56,6 +56,12 @@ class DecisionEntry(BaseModel):
     tradeoffs: str
     alternatives: list[dict[str, str]]
     created_at: str
+    answered_by: str | None = Field(
+        description="Who wrote it when not the agent: 'sampling: <model>' for the host's model."
+    )
+    review: dict[str, Any] | None = Field(
+        description="The user's approval, when --min-confidence asked for one."
+    )
     outputs: list[str] = Field(description="Workspace files whose provenance record cites this decision.")
 
 
@@ -79,6 +85,8 @@ def decisions(
             tradeoffs=r.justification.choice.tradeoffs,
             alternatives=[a.model_dump() for a in r.justification.alternatives],
             created_at=r.created_at,
+            answered_by=r.answered_by,
+            review=r.review,
             outputs=sorted(behind.get(r.key, ())),
         )
         for r in sorted(chosen, key=lambda r: r.created_at)
@@ -98,12 +106,17 @@ def to_markdown(entries: list[DecisionEntry], workspace: Workspace) -> str:
             f"## {entry.domain}: {entry.choice} ({entry.operation})",
             "",
             f"- **Decision:** `{_args(entry.decision)}`; key `{entry.hash}`",
-            f"- **Justified:** {entry.created_at}, confidence {entry.confidence}",
+            f"- **Justified:** {entry.created_at}, confidence {entry.confidence}, by "
+            f"{entry.answered_by or 'the agent'}",
             f"- **Intent:** {entry.intent}",
             f"- **Rationale:** {entry.rationale}",
             f"- **Trade-offs:** {entry.tradeoffs}",
         ]
         lines += [f"- **Rejected {a['method']}:** {a['why_not']}" for a in entry.alternatives]
+        if entry.review is not None:
+            lines.append(
+                f"- **Approved by the user:** {entry.review.get('at')} {entry.review.get('comment') or ''}"
+            )
         outputs = ", ".join(f"`{o}`" for o in entry.outputs) or "none in the workspace now"
         lines.append(f"- **Outputs:** {outputs}")
     return "\n".join(lines) + "\n"
