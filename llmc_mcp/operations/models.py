@@ -737,7 +737,7 @@ class WorkflowProgress(_Model):
 
 
 ConditionMethod = Literal["fill", "breach", "fill_flats"]
-"""Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'breach' and 'fill_flats' by Whitebox (DD-MCP-067)."""
+"""Depression handling: 'fill' by pyflwdir (DD-MCP-052); 'breach', 'fill_flats' by Whitebox (DD-MCP-067)."""
 FlowRouting = Literal["d8", "dinf", "mfd"]
 """Flow routing: 'd8' by pyflwdir (DD-MCP-052), 'dinf' and 'mfd' (FD8) by Whitebox (DD-MCP-067)."""
 AccumulationUnits = Literal["cells", "m2"]
