@@ -147,6 +147,17 @@ def disable_network() -> None:
     _deregister_drivers(unexpected_drivers())
 
 
+def deregister_in(library: ctypes.CDLL, names: list[str]) -> None:
+    """Deregister ``names`` from the GDAL ``library`` (rasterio's, or pyogrio's own copy)."""
+    library.GDALGetDriverByName.restype = ctypes.c_void_p
+    library.GDALGetDriverByName.argtypes = [ctypes.c_char_p]
+    library.GDALDeregisterDriver.argtypes = [ctypes.c_void_p]
+    for name in names:
+        handle = library.GDALGetDriverByName(name.encode())
+        if handle:
+            library.GDALDeregisterDriver(handle)
+
+
 def _deregister_drivers(names: list[str]) -> None:
     """Remove drivers from GDAL's driver manager in this process.
 
@@ -156,14 +167,7 @@ def _deregister_drivers(names: list[str]) -> None:
     """
     if not names:
         return
-    library = _libgdal()
-    library.GDALGetDriverByName.restype = ctypes.c_void_p
-    library.GDALGetDriverByName.argtypes = [ctypes.c_char_p]
-    library.GDALDeregisterDriver.argtypes = [ctypes.c_void_p]
-    for name in names:
-        handle = library.GDALGetDriverByName(name.encode())
-        if handle:
-            library.GDALDeregisterDriver(handle)
+    deregister_in(_libgdal(), names)
     left = unexpected_drivers()
     if left:
         raise RuntimeError(f"GDAL drivers could not be deregistered: {', '.join(left)}")

@@ -34,7 +34,7 @@ from pyproj.transformer import TransformerGroup
 
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused
 from llmc_mcp.operations.crs import _area_of_interest, _choose, _describe_transformer
-from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, translate_gdal_error
+from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, deregister_in, translate_gdal_error
 from llmc_mcp.operations.models import TransformOperation
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ def hardened_pyogrio() -> ModuleType:
         library = _pyogrio_gdal()
         extra = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
         if extra:
-            _deregister(library, extra)
+            deregister_in(library, extra)
             left = sorted(set(_driver_names(library)) - VECTOR_DRIVERS)
             if left:
                 raise RuntimeError(f"pyogrio's GDAL drivers could not be deregistered: {', '.join(left)}")
@@ -276,17 +276,6 @@ def _driver_names(library: ctypes.CDLL) -> list[str]:
         library.GDALGetDescription(library.GDALGetDriver(i)).decode()
         for i in range(library.GDALGetDriverCount())
     ]
-
-
-def _deregister(library: ctypes.CDLL, names: list[str]) -> None:
-    # Deregistered, not destroyed (as gdal_env does for rasterio's GDAL): no handle can dangle.
-    library.GDALGetDriverByName.restype = ctypes.c_void_p
-    library.GDALGetDriverByName.argtypes = [ctypes.c_char_p]
-    library.GDALDeregisterDriver.argtypes = [ctypes.c_void_p]
-    for name in names:
-        handle = library.GDALGetDriverByName(name.encode())
-        if handle:
-            library.GDALDeregisterDriver(handle)
 
 
 def _open_error(

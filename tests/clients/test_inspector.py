@@ -19,6 +19,7 @@ import pytest
 import rasterio
 
 from llmc_mcp.operations import CATALOG
+from llmc_mcp.reflection.prompts import PromptLibrary
 from tests.mcp_helpers import justification_for
 
 pytestmark = pytest.mark.clients
@@ -26,15 +27,7 @@ pytestmark = pytest.mark.clients
 SOURCE = "RGB.byte.tif"  # copied into every workspace by the fixtures
 CODE_TOOLS = ["00_INIT", "execute_code", "read_stubs"]
 CLASSIC_TOOLS = sorted([*(op.tool_name for op in CATALOG if op.classic), "persist_justification"])
-PROMPTS = [
-    "justify_crs_selection",
-    "justify_depression_handling",
-    "justify_flow_routing",
-    "justify_lossy_compression",
-    "justify_overlap_aggregation",
-    "justify_resampling_method",
-    "justify_stream_threshold",
-]
+PROMPTS = sorted(PromptLibrary.default().names())
 REPROJECT_CALL = f'raster.reproject("{SOURCE}", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_ARGS = {"src": SOURCE, "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}
 

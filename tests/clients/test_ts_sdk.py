@@ -12,19 +12,12 @@ from typing import Any
 import pytest
 import rasterio
 
+from llmc_mcp.reflection.prompts import PromptLibrary
 from tests.clients.conftest import CLIENTS, INSTALL_HINT, need, run_node
 
 pytestmark = pytest.mark.clients
 
-PROMPTS = [
-    "justify_crs_selection",
-    "justify_depression_handling",
-    "justify_flow_routing",
-    "justify_lossy_compression",
-    "justify_overlap_aggregation",
-    "justify_resampling_method",
-    "justify_stream_threshold",
-]
+PROMPTS = sorted(PromptLibrary.default().names())
 
 SCRIPT = CLIENTS / "ts_client.mjs"
 DST = "rgb_4326_ts.tif"
