@@ -736,10 +736,10 @@ class WorkflowProgress(_Model):
     results: dict[str, Any] | None = Field(description="When complete: every saved answer by its name.")
 
 
-ConditionMethod = Literal["fill", "breach", "fill_flats"]
-"""Depression handling: 'fill' by pyflwdir (DD-MCP-052); 'breach', 'fill_flats' by Whitebox (DD-MCP-067)."""
-FlowRouting = Literal["d8", "dinf", "mfd"]
-"""Flow routing: 'd8' by pyflwdir (DD-MCP-052), 'dinf' and 'mfd' (FD8) by Whitebox (DD-MCP-067)."""
+ConditionMethod = Literal["fill"]
+"""Depression handling pyflwdir implements; 'breach' and 'fill_flats' are refused by name (DD-MCP-067)."""
+FlowRouting = Literal["d8"]
+"""Flow routing pyflwdir implements; 'dinf' and 'mfd' are refused by name (DD-MCP-052, DD-MCP-067)."""
 AccumulationUnits = Literal["cells", "m2"]
 ThresholdUnits = Literal["cells", "m2"]
 
@@ -747,9 +747,7 @@ ThresholdUnits = Literal["cells", "m2"]
 class ConditionResult(_Model):
     """What ``hydrology.condition`` wrote and how much it changed the DEM."""
 
-    output: RasterInfo = Field(
-        description="raster.info of the conditioned DEM (float32 for 'fill', float64 otherwise)."
-    )
+    output: RasterInfo = Field(description="raster.info of the conditioned DEM (float32).")
     method: ConditionMethod = Field(description="How depressions were handled.")
     max_depth: float | None = Field(
         description="Depressions entered by a drop of at least this were kept as sinks; null: all filled."
@@ -759,25 +757,19 @@ class ConditionResult(_Model):
     volume_cells: float = Field(
         description="Sum of raises over cells (vertical units x cells): the filled volume."
     )
-    lowered_cells: int = Field(description="Cells whose elevation was lowered (breach channels; else 0).")
-    max_lowering: float = Field(description="The deepest cut, in vertical units (0 when none).")
     note: str = Field(description="What was done and what was kept.")
 
 
 class FlowDirectionResult(_Model):
     """What ``hydrology.flow_direction`` wrote."""
 
-    output: RasterInfo = Field(
-        description="raster.info of the flow direction grid (uint8 d8, float32 dinf, uint16 mfd)."
-    )
+    output: RasterInfo = Field(description="raster.info of the flow direction grid (uint8).")
     routing: FlowRouting = Field(description="The routing model.")
     encoding: str = Field(description="What each value of the output means.")
     outlet_cells: int = Field(
         description="Edge cells (of the grid or beside nodata) that drain off the data: 0."
     )
-    sink_cells: int = Field(
-        description="Interior cells that drain nowhere (unfilled depressions: d8 0, dinf -1, mfd 0)."
-    )
+    sink_cells: int = Field(description="Interior cells that drain nowhere (unfilled depressions: value 0).")
     note: str = Field(description="How directions were derived.")
 
 

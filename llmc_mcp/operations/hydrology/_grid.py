@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import rasterio
+from pydantic import BeforeValidator
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
@@ -56,9 +57,6 @@ D8_ENCODING = (
     "grid); 0 = drains nowhere (an outlet on the grid's or data's edge, or an interior pit); 247 = nodata"
 )
 OUTPUT_BLOCK = 512
-ROUTING_TAG = "LLMC_ROUTING"
-"""Band tag recording a flow direction grid's routing ('d8', 'dinf', 'mfd'): accumulation reads each
-differently, and an MFD pointer of single receivers holds valid D8 codes."""
 ACCUMULATION_TAG = "LLMC_ACCUMULATION_UNITS"
 """Band tag recording what an accumulation counts ('cells', 'm2', 'weights'), so a stream threshold
 in other units is refused instead of compared with the wrong quantity."""
@@ -131,18 +129,17 @@ def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:
     return dst_path
 
 
-def read_elevation(ctx: OperationContext, ds: DatasetReader, dtype: str = "float32") -> np.ndarray:
-    """Band 1 as physical elevations (scale and offset applied), NaN where not valid.
+def read_elevation(ctx: OperationContext, ds: DatasetReader) -> np.ndarray:
+    """Band 1 as float32 physical elevations (scale and offset applied), NaN where not valid.
 
-    float32 for pyflwdir, whose priority queue orders cells by float32 elevation (float64 input would be
-    filled to float32-rounded spill heights anyway); float64 for Whitebox, whose breach channels and
-    flat gradients step by 1e-6, below float32's resolution at most elevations.
+    float32 because pyflwdir's priority queue orders cells by float32 elevation: float64 input would be
+    filled to float32-rounded spill heights anyway.
     """
     raw, valid = read_valid(ctx, ds, 1)
     scale = ds.scales[0] if ds.scales[0] is not None else 1.0
     offset = ds.offsets[0] if ds.offsets[0] is not None else 0.0
     elevation = raw.astype("float64") * scale + offset
-    return np.where(valid, elevation, np.nan).astype(dtype)
+    return np.where(valid, elevation, np.nan).astype("float32")
 
 
 def read_d8(ctx: OperationContext, ds: DatasetReader, shown: str, argument: str) -> np.ndarray:
@@ -175,13 +172,6 @@ def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument:
     pyflwdir orders cells by walking upstream from the cells that drain nowhere (``idxs_seq``, which
     every accumulation needs anyway): a valid cell it never reaches drains into a loop.
     """
-    routing = ds.tags(1).get(ROUTING_TAG, "d8")
-    if routing != "d8":
-        raise InvalidArgument(
-            f"{argument}: '{shown}' holds {routing} flow directions (its {ROUTING_TAG} tag); this operation "
-            "follows single D8 paths.",
-            fix="Derive D8 directions (hydrology.flow_direction with routing='d8') from the same DEM.",
-        )
     d8 = read_d8(ctx, ds, shown, argument)
     network = pyflwdir().from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
     ordered = np.zeros(d8.size, dtype=bool)
@@ -243,3 +233,14 @@ def write_grid(
     plan = GridPlan(data, nodata, tags or {}, options)
     _write_atomically(ctx, plan, source, Path(source.name), dst_path)
     return _describe_output(ctx, dst, dst_path)
+
+
+def unsupported(reasons: dict[str, str]) -> Any:
+    """A validator naming why a known option is not offered, instead of a bare 'not one of'."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in reasons:
+            raise ValueError(reasons[value.strip().lower()])
+        return value
+
+    return BeforeValidator(check)

@@ -1,15 +1,10 @@
-"""``hydrology.flow_direction``: the direction(s) each cell of a DEM drains in, without changing the DEM.
+"""``hydrology.flow_direction``: the D8 direction each cell of a DEM drains in, without changing the DEM.
 
-``d8``: pyflwdir derives D8 directions during a priority flood (``fill_depressions``): each cell
-drains to the neighbour the flood reached it from, which on a DEM without depressions is its lowest
-neighbour, and across a flat is the way towards the flat's spill point. Run with the smallest positive
+pyflwdir derives D8 directions during a priority flood (``fill_depressions``): each cell drains to
+the neighbour the flood reached it from, which on a DEM without depressions is its lowest neighbour,
+and across a flat is the way towards the flat's spill point. Run with the smallest positive
 ``max_depth``, every cell lower than the cell it was reached from starts a sink instead of being
 raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice).
-
-``dinf`` and ``mfd`` are Whitebox's ``dinf_pointer`` (Tarboton 1997) and ``fd8_pointer`` (Freeman
-1991) on the DEM as given (DD-MCP-067): flats and depressions drain nowhere there, so condition first
-(``breach`` or ``fill_flats``). Every output carries its routing in the band tag ``LLMC_ROUTING``, which
-``hydrology.flow_accumulation`` reads.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
-from rasterio.io import DatasetReader
 
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
@@ -28,31 +22,22 @@ from llmc_mcp.operations.hydrology._grid import (
     D8_ENCODING,
     D8_NODATA,
     D8_PIT,
-    ROUTING_TAG,
     check_dst,
     check_grid,
     pyflwdir,
     read_elevation,
+    unsupported,
     write_grid,
 )
-from llmc_mcp.operations.hydrology._whitebox import WHITEBOX_TO_ESRI, check_planar, run, scratch
 from llmc_mcp.operations.models import FlowDirectionResult, FlowRouting
 from llmc_mcp.reflection.specs import HYDROLOGY_ROUTING
 
-DINF_NONE = -1.0
-DINF_ENCODING = (
-    "D-infinity (float32): the flow angle in degrees clockwise from north, in [0, 360): 0 N, 90 E, "
-    "180 S, 270 W (south = next row on a north-up grid); the flow is split between the two neighbours "
-    "whose directions bracket it, in proportion to the angle; -1 = no downslope neighbour (a pit, a flat, "
-    "or an edge cell draining off the grid); NaN = nodata"
-)
-MFD_NODATA = 65535
-MFD_ENCODING = (
-    "FD8 pointer (uint16): the sum of the ESRI D8 codes of every neighbour that receives flow, i.e. "
-    "each downslope neighbour (1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 11 = E + SE + SW); flow "
-    "is split among them in proportion to slope^1.1 (Freeman 1991), which the pointer does not record; "
-    "0 = drains nowhere (a pit, a flat, or an edge cell without a lower neighbour); 65535 = nodata"
-)
+UNSUPPORTED = {
+    name: f"routing '{name}' ({what}) is not supported: pyflwdir is single-flow (D8) only, the library "
+    "that has it (whitebox-workflows) links AGPL-3.0 code into its binary, and flow routing is not "
+    "written by hand here (DD-MCP-067). Use 'd8'."
+    for name, what in (("dinf", "D-infinity, Tarboton 1997"), ("mfd", "multiple flow direction"))
+}
 SMALLEST_DEPTH = float(np.nextafter(np.float32(0), np.float32(1)))
 """A depression depth every real depression exceeds: with it, the flood fills nothing."""
 
@@ -61,8 +46,6 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
         check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
-        if args["routing"] != "d8":
-            check_planar(ds, ctx.workspace.relative(Path(ds.name)), "dem", args["routing"])
 
 
 @operation(
@@ -83,23 +66,15 @@ def flow_direction(
     ],
     routing: Annotated[
         FlowRouting,
+        unsupported(UNSUPPORTED),
         Field(
-            description="'d8': all of a cell's flow to its steepest neighbour (uint8 ESRI codes). 'dinf': "
-            "D-infinity angle in degrees from north, flow split between two neighbours (float32). 'mfd': "
-            "FD8, flow split among all downslope neighbours (uint16 sum of their D8 codes)."
+            description="'d8': all of a cell's flow to one neighbour. 'dinf' and 'mfd' are not supported "
+            "(refused with the reason)."
         ),
     ] = "d8",
 ) -> FlowDirectionResult:
-    """Flow directions: d8 ESRI codes (uint8), dinf angles in degrees from north (float32), or mfd (FD8)
-    pointers (uint16, the sum of receiving neighbours' D8 codes). Depressions are not filled. Reads the
-    whole grid: at most 16,777,216 cells. The band is tagged LLMC_ROUTING for flow_accumulation.
-
-    dinf (Tarboton 1997): degrees clockwise from north in [0, 360) (0 N, 90 E, 180 S, 270 W), -1 where
-    no neighbour is lower, NaN nodata. mfd (FD8, Freeman 1991): sum of the D8 codes of every lower
-    neighbour (each receives a share proportional to slope^1.1), 0 none, 65535 nodata. Both come from
-    Whitebox on the DEM as given: flats and depressions drain nowhere, so condition with 'breach' or
-    'fill_flats' first; geographic grids and non-square cells are refused (slopes need distances).
-    d8 details follow.
+    """D8 flow directions as ESRI codes, uint8: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE, 0 none,
+    247 nodata. Depressions are not filled. Reads the whole grid: at most 16,777,216 cells.
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
     grid); 0 = drains nowhere: a cell on the edge of the grid or beside nodata without a lower
@@ -112,21 +87,18 @@ def flow_direction(
     ground areas (flow_accumulation units='m2'). Reads the whole grid (at most 16,777,216 cells).
     The routing model is gated (domain hydrology).
 
-    Errors: InvalidArgument for a rotated or multi-band grid, too many cells, dst equal to dem, or
-    (dinf, mfd) a geographic grid or non-square cells; RasterError for unreadable pixels.
+    Errors: InvalidArgument for an unsupported routing, a rotated or multi-band grid, too many
+    cells, or dst equal to dem; RasterError for unreadable pixels.
     """
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "dem")
-        if routing != "d8":
-            check_planar(ds, shown, "dem", routing)
-            return _whitebox_routing(ctx, ds, dst, dst_path, routing)
         elevation = read_elevation(ctx, ds)
         _, d8 = pyflwdir().dem.fill_depressions(elevation, nodata=np.nan, max_depth=SMALLEST_DEPTH)
         valid = ~np.isnan(elevation)
         d8 = np.where(valid, d8, np.uint8(D8_NODATA)).astype("uint8")
-        output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA, {ROUTING_TAG: "d8"})
+        output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA)
     pits = valid & ((d8 == D8_PIT) | (d8 == 255))
     edge = _data_edge(valid)
     return FlowDirectionResult(
@@ -138,37 +110,6 @@ def flow_direction(
         note="D8 from a priority flood (pyflwdir) without filling: each cell drains to the neighbour the "
         "flood reached it from (its lowest neighbour off flats; towards the spill point on flats); "
         "edge cells without a lower neighbour are outlets, unfilled depressions end in sinks.",
-    )
-
-
-def _whitebox_routing(
-    ctx: OperationContext, ds: DatasetReader, dst: str, dst_path: Path, routing: str
-) -> FlowDirectionResult:
-    elevation = read_elevation(ctx, ds, "float64")
-    valid = ~np.isnan(elevation)
-    with scratch(ctx, ds, dst_path, elevation) as raster:
-        tool = "dinf_pointer" if routing == "dinf" else "fd8_pointer"
-        pointer = run(tool, valid, dem=raster)
-    if routing == "dinf":
-        # Whitebox writes due north as 360 where a cell's only lower neighbour is north; one value per angle.
-        data = np.where(pointer >= 360.0, pointer - 360.0, pointer).astype("float32")
-        pits, nodata, encoding = valid & (data == DINF_NONE), float("nan"), DINF_ENCODING
-        note = "D-infinity (Whitebox dinf_pointer, Tarboton 1997): steepest descent over 8 triangular facets"
-    else:
-        data = np.where(valid, WHITEBOX_TO_ESRI[np.nan_to_num(pointer).astype("uint8")], MFD_NODATA)
-        data = data.astype("uint16")
-        pits, nodata, encoding = valid & (data == 0), float(MFD_NODATA), MFD_ENCODING
-        note = "FD8 (Whitebox fd8_pointer, Freeman 1991): every lower neighbour receives a share"
-    output = write_grid(ctx, ds, dst, dst_path, data, nodata, {ROUTING_TAG: routing})
-    edge = _data_edge(valid)
-    return FlowDirectionResult(
-        output=output,
-        routing=routing,  # type: ignore[arg-type]
-        encoding=encoding,
-        outlet_cells=int((pits & edge).sum()),
-        sink_cells=int((pits & ~edge).sum()),
-        note=f"{note}, on the DEM as given (flats and depressions drain nowhere: condition first); band "
-        f"tagged {ROUTING_TAG}={routing}.",
     )
 
 
