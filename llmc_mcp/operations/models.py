@@ -736,10 +736,10 @@ class WorkflowProgress(_Model):
     results: dict[str, Any] | None = Field(description="When complete: every saved answer by its name.")
 
 
-ConditionMethod = Literal["fill"]
-"""Depression handling pyflwdir implements; 'breach' and 'fill_flats' are refused by name (DD-MCP-067)."""
-FlowRouting = Literal["d8"]
-"""Flow routing pyflwdir implements; 'dinf' and 'mfd' are refused by name (DD-MCP-052, DD-MCP-067)."""
+ConditionMethod = Literal["fill", "fill_flats"]
+"""Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'fill_flats' written here (DD-MCP-068)."""
+FlowRouting = Literal["d8", "dinf", "mfd"]
+"""Flow routing: 'd8' by pyflwdir (DD-MCP-052), 'dinf' and 'mfd' written here (DD-MCP-068)."""
 AccumulationUnits = Literal["cells", "m2"]
 ThresholdUnits = Literal["cells", "m2"]
 
@@ -763,13 +763,17 @@ class ConditionResult(_Model):
 class FlowDirectionResult(_Model):
     """What ``hydrology.flow_direction`` wrote."""
 
-    output: RasterInfo = Field(description="raster.info of the flow direction grid (uint8).")
+    output: RasterInfo = Field(
+        description="raster.info of the flow direction grid (uint8 d8, float32 dinf, uint16 mfd)."
+    )
     routing: FlowRouting = Field(description="The routing model.")
     encoding: str = Field(description="What each value of the output means.")
     outlet_cells: int = Field(
         description="Edge cells (of the grid or beside nodata) that drain off the data: 0."
     )
-    sink_cells: int = Field(description="Interior cells that drain nowhere (unfilled depressions: value 0).")
+    sink_cells: int = Field(
+        description="Interior cells that drain nowhere (unfilled depressions: d8 0, dinf -1, mfd 0)."
+    )
     note: str = Field(description="How directions were derived.")
 
 

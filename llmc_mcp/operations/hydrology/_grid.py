@@ -57,6 +57,9 @@ D8_ENCODING = (
     "grid); 0 = drains nowhere (an outlet on the grid's or data's edge, or an interior pit); 247 = nodata"
 )
 OUTPUT_BLOCK = 512
+ROUTING_TAG = "LLMC_ROUTING"
+"""Band tag recording a flow direction grid's routing ('d8', 'dinf', 'mfd'): accumulation reads each
+differently, and an MFD mask of single receivers holds valid D8 codes."""
 ACCUMULATION_TAG = "LLMC_ACCUMULATION_UNITS"
 """Band tag recording what an accumulation counts ('cells', 'm2', 'weights'), so a stream threshold
 in other units is refused instead of compared with the wrong quantity."""
@@ -110,6 +113,27 @@ def check_grid(ds: DatasetReader, shown: str, argument: str) -> None:
             fix="Extract the band first (raster.calc with one input).",
         )
     check_size(ds, shown, argument)
+
+
+def check_square(ds: DatasetReader, shown: str, argument: str, routing: str) -> None:
+    """Refuse grids whose cells are not ground squares, where dinf and mfd slopes would be wrong.
+
+    On square cells neither the D-infinity angle nor the MFD shares depend on the cell size or its
+    units (every slope scales alike), so a projected grid of square cells needs nothing more.
+    """
+    if ds.crs is not None and ds.crs.is_geographic:
+        raise InvalidArgument(
+            f"{argument}: '{shown}' is on a geographic grid (degrees); {routing} splits flow by slopes, and "
+            "a degree of longitude is shorter on the ground than a degree of latitude.",
+            fix="Reproject the DEM to a projected CRS in metres (raster.reproject), or use routing 'd8'.",
+        )
+    width, height = abs(ds.transform.a), abs(ds.transform.e)
+    if not math.isclose(width, height, rel_tol=1e-9):
+        raise InvalidArgument(
+            f"{argument}: '{shown}' has {width:g} x {height:g} cells; {routing} is computed on square "
+            "cells only.",
+            fix="Resample to square cells (raster.reproject with one resolution), or use routing 'd8'.",
+        )
 
 
 def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:
@@ -172,6 +196,13 @@ def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument:
     pyflwdir orders cells by walking upstream from the cells that drain nowhere (``idxs_seq``, which
     every accumulation needs anyway): a valid cell it never reaches drains into a loop.
     """
+    routing = ds.tags(1).get(ROUTING_TAG, "d8")
+    if routing != "d8":
+        raise InvalidArgument(
+            f"{argument}: '{shown}' holds {routing} flow directions (its {ROUTING_TAG} tag); this operation "
+            "follows single D8 paths.",
+            fix="Derive D8 directions (hydrology.flow_direction with routing='d8') from the same DEM.",
+        )
     d8 = read_d8(ctx, ds, shown, argument)
     network = pyflwdir().from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
     ordered = np.zeros(d8.size, dtype=bool)

@@ -5,6 +5,11 @@ edge of the data inwards in order of elevation, every cell lower than the lowest
 reached over is raised to that spill point. With ``max_depth``, where the flood steps down by at least
 that much into a depression, the depression is kept as a sink (lakes, karst) that flow ends in; hollows
 inside it less than ``max_depth`` below their own rim are still filled (pyflwdir's rule).
+
+``fill_flats``: Priority-Flood+epsilon (Barnes et al. 2014, written here: :mod:`._routing`, DD-MCP-068):
+the same flood, but a cell reached from a cell not lower than it is raised to the next float32 above
+that cell, so filled depressions and flats slope (by one float32 step a cell) towards their spill
+point and every cell has a strictly lower neighbour, as dinf and mfd need.
 """
 
 from __future__ import annotations
@@ -27,21 +32,19 @@ from llmc_mcp.operations.hydrology._grid import (
     unsupported,
     write_grid,
 )
+from llmc_mcp.operations.hydrology._routing import kernels
 from llmc_mcp.operations.models import ConditionMethod, ConditionResult
 from llmc_mcp.reflection.specs import HYDROLOGY_CONDITION
 
 UNSUPPORTED = {
     "breach": "method 'breach' is not supported: pyflwdir has no breaching, the library that has it "
-    "(whitebox-workflows) links AGPL-3.0 code into its binary, and nothing here cuts channels by hand "
-    "(DD-MCP-067). Use 'fill', with max_depth to keep deep sinks.",
-    "fill_flats": "method 'fill_flats' (filling with a gradient imposed on flats) is not supported: "
-    "pyflwdir has none and whitebox-workflows links AGPL-3.0 code (DD-MCP-067). Use 'fill': "
-    "hydrology.flow_direction routes across the flats it leaves, towards their spill point.",
+    "(whitebox-workflows) links AGPL-3.0 code into its binary, and no breaching is written here yet "
+    "(DD-MCP-067, DD-MCP-068). Use 'fill', with max_depth to keep deep sinks, or 'fill_flats'.",
 }
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
-    _check_depth(args["max_depth"])
+    _check_depth(args["max_depth"], args["method"])
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
         check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
@@ -65,20 +68,25 @@ def condition(
         ConditionMethod,
         unsupported(UNSUPPORTED),
         Field(
-            description="'fill': raise depressions to their spill height (priority flood). 'breach' and "
-            "'fill_flats' are not supported (refused with the reason)."
+            description="'fill': raise depressions to their spill height (priority flood). 'fill_flats': "
+            "the same, plus a float32 step a cell towards the spill point so every cell drains (for "
+            "dinf, mfd). 'breach' is not supported (refused with the reason)."
         ),
     ] = "fill",
     max_depth: Annotated[
         float | None,
         Field(
             description="Keep as sinks (real lakes, karst) depressions at least this far (vertical units) "
-            "below the spill point they are entered from; default: fill every depression."
+            "below the spill point they are entered from; default: fill every depression. 'fill' only."
         ),
     ] = None,
 ) -> ConditionResult:
-    """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks).
-    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
+    """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks);
+    'fill_flats' also slopes every flat towards its outlet. Reads the whole grid: at most 16,777,216 cells.
+
+    fill_flats (Barnes et al. 2014 Priority-Flood+epsilon): a cell reached from a cell not lower than
+    it is raised to the next float32 above that cell, so a flat of n cells rises by at most n float32
+    steps above its spill point and every cell has a strictly lower neighbour; no max_depth.
 
     Priority flood from the edge of the data (the grid's edge and cells beside nodata are outlets):
     every cell below the lowest spill point it is reached over is raised to it, so each depression
@@ -88,19 +96,22 @@ def condition(
     are float32 (scale and offset applied); nodata stays nodata. Reads the whole grid (at most
     16,777,216 cells; refused above). The choice of handling is gated (domain hydrology).
 
-    Errors: InvalidArgument for an unsupported method, a max_depth that is not positive, a rotated
+    Errors: InvalidArgument for an unsupported method, a max_depth that is not positive (or given with
+    fill_flats), a rotated
     or multi-band grid, too many cells, or dst equal to dem; RasterError for unreadable pixels.
     """
-    depth = _check_depth(max_depth)
+    depth = _check_depth(max_depth, method)
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
-        flwdem = pyflwdir().dem
-        filled, _ = flwdem.fill_depressions(
-            elevation, nodata=np.nan, max_depth=-1.0 if depth is None else depth
-        )
+        if method == "fill_flats":
+            filled = kernels().fill_flats(elevation, ~np.isnan(elevation))
+        else:
+            filled, _ = pyflwdir().dem.fill_depressions(
+                elevation, nodata=np.nan, max_depth=-1.0 if depth is None else depth
+            )
         raise_by = np.where(np.isnan(elevation), 0.0, filled - elevation)
         output = write_grid(ctx, ds, dst, dst_path, filled.astype("float32"), float("nan"))
     raised = raise_by > 0
@@ -109,6 +120,9 @@ def condition(
         if depth is None
         else f"depressions entered by a drop of at least {depth:g} kept as sinks (hollows in them filled)"
     )
+    how = "Priority-flood fill (pyflwdir, Wang & Liu 2006)"
+    if method == "fill_flats":
+        how = "Priority-Flood+epsilon (Barnes et al. 2014; each flat cell one float32 step above its outlet)"
     return ConditionResult(
         output=output,
         method=method,
@@ -116,14 +130,18 @@ def condition(
         raised_cells=int(raised.sum()),
         max_raise=float(raise_by.max()) if raised.any() else 0.0,
         volume_cells=float(raise_by[raised].astype("float64").sum()),
-        note=f"Priority-flood fill (pyflwdir, Wang & Liu 2006) from the edge of the data: {kept}; "
-        "float32 elevations, nodata kept.",
+        note=f"{how} from the edge of the data: {kept}; float32 elevations, nodata kept.",
     )
 
 
-def _check_depth(max_depth: float | None) -> float | None:
+def _check_depth(max_depth: float | None, method: str) -> float | None:
     if max_depth is None:
         return None
+    if method != "fill":
+        raise InvalidArgument(
+            f"max_depth was given with method '{method}', which fills every depression.",
+            fix="Drop max_depth, or use method 'fill' to keep deep depressions as sinks.",
+        )
     if not np.isfinite(max_depth) or max_depth <= 0:
         raise InvalidArgument(
             f"max_depth={max_depth} is not a positive depth.",

@@ -1,9 +1,16 @@
-"""``hydrology.flow_accumulation``: how much drains through each cell of a D8 grid.
+"""``hydrology.flow_accumulation``: how much drains through each cell of a flow direction grid.
 
-pyflwdir orders the cells from upstream to downstream once and adds each cell's value to the cell it
+The grid's band tag ``LLMC_ROUTING`` (written by ``hydrology.flow_direction``) says how to read it; a
+grid without the tag is read as D8, and refused unless every value is a D8 code.
+
+D8: pyflwdir orders the cells from upstream to downstream once and adds each cell's value to the cell it
 drains to (``accuflux``). The value is 1 (a count of cells), the cell's ground area on the ellipsoid
 (:class:`~llmc_mcp.operations.raster.area.CellAreas`: a geographic or Mercator cell count times a
 nominal size is no area), or a weight read from a raster on the same grid.
+
+dinf and mfd (:mod:`._routing`, DD-MCP-068): the same values, passed on in shares in topological order.
+D-infinity's shares follow from the angles; MFD's depend on slopes the mask does not record, so its
+accumulation needs the DEM, which must give back the same mask (checked).
 """
 
 from __future__ import annotations
@@ -24,41 +31,53 @@ from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import (
     ACCUMULATION_TAG,
+    ROUTING_TAG,
     check_dst,
     check_grid,
+    check_square,
     flow_network,
+    read_elevation,
     write_grid,
 )
+from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
 from llmc_mcp.operations.models import AccumulationUnits, FlowAccumulationResult
 from llmc_mcp.operations.raster.area import CellAreas
 from llmc_mcp.operations.raster.pixels import read_valid
 
 _MISSING = -9999.0
+ROUTINGS = ("d8", "dinf", "mfd")
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     _check_options(args["weights"], args["units"])
     sources = {"flow_dir": args["flow_dir"]} | ({"weights": args["weights"]} if args["weights"] else {})
+    sources |= {"dem": args["dem"]} if args["dem"] else {}
     check_dst(ctx, args["dst"], sources)
     with gdal_env(ctx), contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_for_read(ctx, args["flow_dir"], "flow_dir"))
-        check_grid(ds, ctx.workspace.relative(Path(ds.name)), "flow_dir")
+        shown = ctx.workspace.relative(Path(ds.name))
+        check_grid(ds, shown, "flow_dir")
+        _routing(ds, shown, args["dem"])
         if args["units"] == "m2":
-            cell_areas(ds, ctx.workspace.relative(Path(ds.name)))
-        if args["weights"]:
-            _check_same_grid(ctx, ds, stack.enter_context(open_for_read(ctx, args["weights"], "weights")))
+            cell_areas(ds, shown)
+        for argument in ("weights", "dem"):
+            if args[argument]:
+                source = stack.enter_context(open_for_read(ctx, args[argument], argument))
+                _check_same_grid(ctx, ds, source, argument)
 
 
 @operation(
     "hydrology",
     read_only=False,
-    inputs=("flow_dir", "weights"),
+    inputs=("flow_dir", "weights", "dem"),
     outputs=("dst",),
     preflight=_preflight,
 )
 def flow_accumulation(
     ctx: OperationContext,
-    flow_dir: Annotated[str, Field(description="Workspace-relative D8 grid from hydrology.flow_direction.")],
+    flow_dir: Annotated[
+        str, Field(description="Workspace-relative flow directions from hydrology.flow_direction.")
+    ],
     dst: Annotated[
         str, Field(description="Workspace-relative output GeoTIFF (.tif); replaced if it exists.")
     ],
@@ -76,9 +95,20 @@ def flow_accumulation(
             "their ground area in square metres on the ellipsoid, right on geographic grids too."
         ),
     ] = "cells",
+    dem: Annotated[
+        str | None,
+        Field(
+            description="Only for mfd directions, and required there: the DEM they were derived from "
+            "(MFD splits flow by its slopes, which the mask does not record)."
+        ),
+    ] = None,
 ) -> FlowAccumulationResult:
-    """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8 flow.
-    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
+    """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8, dinf or mfd
+    flow (read from the grid's LLMC_ROUTING tag). Reads the whole grid: at most 16,777,216 cells.
+
+    dinf and mfd pass each cell's total on in shares (float64 output, also for cells); mfd needs
+    ``dem``, the DEM the directions came from (checked: it must give the same mask). A grid without
+    the tag is read as D8 if every value is a D8 code.
 
     Each cell holds the sum over every cell draining through it, itself included: with units='cells'
     a count (int32, nodata -1), with units='m2' their ground area on the CRS's ellipsoid (float64,
@@ -87,17 +117,25 @@ def flow_accumulation(
     band is tagged LLMC_ACCUMULATION_UNITS (cells, m2 or weights) so hydrology.streams can check a
     threshold's units. Reads the whole grid (at most 16,777,216 cells; refused above).
 
-    Errors: InvalidArgument for a grid that is not D8 codes or drains in a loop, weights together
-    with units='m2', weights on another grid, a grid without a CRS for m2, too many cells, or dst
-    equal to an input; RasterError for unreadable pixels.
+    Errors: InvalidArgument for a grid that is not D8 codes (without a routing tag), not dinf angles,
+    or drains in a loop, an unknown routing tag, weights together with units='m2', weights or dem on
+    another grid, a grid without a CRS for m2, mfd without its DEM (or with another), dem with d8 or
+    dinf, too many cells, or dst equal to an input; RasterError for unreadable pixels.
     """
     _check_options(weights, units)
-    sources = {"flow_dir": flow_dir} | ({"weights": weights} if weights else {})
+    sources = (
+        {"flow_dir": flow_dir} | ({"weights": weights} if weights else {}) | ({"dem": dem} if dem else {})
+    )
     dst_path = check_dst(ctx, dst, sources)
     with gdal_env(ctx), contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_for_read(ctx, flow_dir, "flow_dir"))
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "flow_dir")
+        routing = _routing(ds, shown, dem)
+        if routing != "d8":
+            weight_source = stack.enter_context(open_for_read(ctx, weights, "weights")) if weights else None
+            dem_source = stack.enter_context(open_for_read(ctx, dem, "dem")) if dem else None
+            return _multiple_flow(ctx, ds, shown, dst, dst_path, routing, units, weight_source, dem_source)
         network = flow_network(ctx, ds, shown, "flow_dir")
         valid = network.mask.reshape(ds.height, ds.width)
         skipped = 0
@@ -108,7 +146,7 @@ def flow_accumulation(
         else:
             if weights is not None:
                 source = stack.enter_context(open_for_read(ctx, weights, "weights"))
-                _check_same_grid(ctx, ds, source)
+                _check_same_grid(ctx, ds, source, "weights")
                 values, skipped = _weights(ctx, source, valid)
                 kind = "weights"
             else:
@@ -123,6 +161,98 @@ def flow_accumulation(
         max_value=float(data[valid].max()) if valid.any() else 0.0,
         weight_nodata_cells=skipped,
         note=_note(kind),
+    )
+
+
+def _routing(ds: DatasetReader, shown: str, dem: str | None) -> str:
+    """The grid's routing from its tag, refused when ``dem`` is missing (mfd) or pointless (d8, dinf)."""
+    routing = ds.tags(1).get(ROUTING_TAG, "d8")
+    if routing not in ROUTINGS:
+        raise InvalidArgument(
+            f"flow_dir: '{shown}' has {ROUTING_TAG}={routing!r}, a routing this operation does not read.",
+            fix="Derive the directions again with hydrology.flow_direction.",
+        )
+    if routing != "mfd" and dem is not None:
+        raise InvalidArgument(
+            f"dem was given, but '{shown}' holds {routing} directions, which need no DEM.",
+            fix="Drop dem (it is read only for mfd directions).",
+        )
+    if routing == "mfd" and dem is None:
+        raise InvalidArgument(
+            f"'{shown}' holds mfd directions; their shares depend on the DEM's slopes, which the mask "
+            "does not record.",
+            fix="Pass dem: the DEM the directions were derived from.",
+        )
+    if routing != "d8":
+        check_square(ds, shown, "flow_dir", routing)
+    return routing
+
+
+def _multiple_flow(
+    ctx: OperationContext,
+    ds: DatasetReader,
+    shown: str,
+    dst: str,
+    dst_path: Path,
+    routing: str,
+    units: str,
+    weight_source: DatasetReader | None,
+    dem_source: DatasetReader | None,
+) -> FlowAccumulationResult:
+    raw, valid = read_valid(ctx, ds, 1)
+    if routing == "dinf":
+        angles = np.where(valid, raw.astype("float64"), -1.0)
+        bad = valid & ~((angles == -1.0) | ((angles >= 0.0) & (angles < 360.0)))
+        if bad.any():
+            raise InvalidArgument(
+                f"flow_dir: '{shown}' is tagged dinf but holds values that are no angle in [0, 360) nor -1 "
+                f"(e.g. {float(angles[bad][0]):g}).",
+                fix="Derive the directions again with hydrology.flow_direction(routing='dinf').",
+            )
+        targets, shares = kernels().dinf_receivers(angles, valid)
+    else:
+        assert dem_source is not None
+        _check_same_grid(ctx, ds, dem_source, "dem")
+        elevation = read_elevation(ctx, dem_source).astype("float64")
+        same_cells = np.array_equal(valid, ~np.isnan(elevation))
+        targets, shares, mask = kernels().mfd_receivers(elevation, valid, FREEMAN_EXPONENT)
+        if not same_cells or (raw[valid].astype("int64") != mask[valid]).any():
+            raise InvalidArgument(
+                f"dem: '{ctx.workspace.relative(Path(dem_source.name))}' does not give the directions in "
+                f"'{shown}' (other receiving neighbours, or other nodata cells).",
+                fix="Pass the DEM the mfd directions were derived from, or derive them again from this one.",
+            )
+    skipped = 0
+    if weight_source is not None:
+        _check_same_grid(ctx, ds, weight_source, "weights")
+        values, skipped = _weights(ctx, weight_source, valid)
+        kind = "weights"
+    elif units == "m2":
+        values, kind = ground_areas(ds, shown, cell_areas(ds, shown)), "m2"
+    else:
+        values, kind = np.ones(valid.shape), "cells"
+    accumulated, done = kernels().accumulate(np.where(valid, values, 0.0), valid, targets, shares)
+    if done < int(valid.sum()):
+        raise InvalidArgument(
+            f"flow_dir: {int(valid.sum()) - done:,} cells of '{shown}' drain into a loop, so they reach no "
+            "outlet and have no defined accumulation.",
+            fix="Recompute the directions with hydrology.flow_direction from a conditioned DEM.",
+        )
+    data = np.where(valid, accumulated, np.nan)
+    output = write_grid(ctx, ds, dst, dst_path, data, float("nan"), {ACCUMULATION_TAG: kind})
+    how = (
+        "D-infinity accumulation (Tarboton 1997; each total split between the two neighbours bracketing "
+        "its angle)"
+        if routing == "dinf"
+        else f"MFD accumulation (Freeman 1991; each total split among the lower neighbours by slope^"
+        f"{FREEMAN_EXPONENT})"
+    )
+    return FlowAccumulationResult(
+        output=output,
+        units=kind,
+        max_value=float(data[valid].max()) if valid.any() else 0.0,
+        weight_nodata_cells=skipped,
+        note=_note(kind, how),
     )
 
 
@@ -155,7 +285,9 @@ def _check_options(weights: str | None, units: str) -> None:
         )
 
 
-def _check_same_grid(ctx: OperationContext, flow: DatasetReader, weights: DatasetReader) -> None:
+def _check_same_grid(
+    ctx: OperationContext, flow: DatasetReader, weights: DatasetReader, argument: str
+) -> None:
     same = (flow.width, flow.height, flow.transform, flow.crs) == (
         weights.width,
         weights.height,
@@ -164,7 +296,7 @@ def _check_same_grid(ctx: OperationContext, flow: DatasetReader, weights: Datase
     )
     if not same:
         raise InvalidArgument(
-            f"weights: '{ctx.workspace.relative(Path(weights.name))}' is not on the grid of flow_dir "
+            f"{argument}: '{ctx.workspace.relative(Path(weights.name))}' is not on the grid of flow_dir "
             f"({weights.width} x {weights.height} vs {flow.width} x {flow.height}, or another transform "
             "or CRS).",
             fix="Align it first (raster.reproject onto the DEM's grid), then accumulate.",
@@ -179,11 +311,11 @@ def _weights(ctx: OperationContext, ds: DatasetReader, valid: np.ndarray) -> tup
     return values, int((valid & ~readable).sum())
 
 
-def _note(kind: str) -> str:
+def _note(kind: str, how: str = "D8 accumulation (pyflwdir accuflux)") -> str:
     what = {
         "cells": "a count of the cells draining through each cell, itself included",
         "m2": "the ground area (m², on the ellipsoid, each cell measured) of the cells draining through "
         "each cell, itself included",
         "weights": "the sum of the weights of the cells draining through each cell, itself included",
     }[kind]
-    return f"D8 accumulation (pyflwdir accuflux): {what}; cells that drain nowhere end their path."
+    return f"{how}: {what}; cells that drain nowhere end their path."

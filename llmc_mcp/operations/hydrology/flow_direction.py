@@ -1,10 +1,18 @@
-"""``hydrology.flow_direction``: the D8 direction each cell of a DEM drains in, without changing the DEM.
+"""``hydrology.flow_direction``: the direction(s) each cell of a DEM drains in, without changing the DEM.
 
-pyflwdir derives D8 directions during a priority flood (``fill_depressions``): each cell drains to
-the neighbour the flood reached it from, which on a DEM without depressions is its lowest neighbour,
-and across a flat is the way towards the flat's spill point. Run with the smallest positive
+``d8``: pyflwdir derives D8 directions during a priority flood (``fill_depressions``): each cell
+drains to the neighbour the flood reached it from, which on a DEM without depressions is its lowest
+neighbour, and across a flat is the way towards the flat's spill point. Run with the smallest positive
 ``max_depth``, every cell lower than the cell it was reached from starts a sink instead of being
 raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice).
+pyflwdir also leaves the cell it enters a kept depression from (a dam between the pit and lower ground
+beyond) draining nowhere; such a cell, and any other it leaves at 0 that has a lower neighbour, drains
+to its lowest neighbour instead, so only cells without a lower neighbour are sinks or outlets.
+
+``dinf`` (Tarboton 1997) and ``mfd`` (Freeman 1991) are written here (:mod:`._routing`, DD-MCP-068),
+on the DEM as given: flats and depressions drain nowhere, so condition first (``fill_flats``). Every
+output carries its routing in the band tag ``LLMC_ROUTING``, which ``hydrology.flow_accumulation``
+reads.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
+from rasterio.io import DatasetReader
 
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
@@ -22,22 +31,32 @@ from llmc_mcp.operations.hydrology._grid import (
     D8_ENCODING,
     D8_NODATA,
     D8_PIT,
+    ROUTING_TAG,
     check_dst,
     check_grid,
+    check_square,
     pyflwdir,
     read_elevation,
-    unsupported,
     write_grid,
 )
+from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels, lowest_neighbour_codes
 from llmc_mcp.operations.models import FlowDirectionResult, FlowRouting
 from llmc_mcp.reflection.specs import HYDROLOGY_ROUTING
 
-UNSUPPORTED = {
-    name: f"routing '{name}' ({what}) is not supported: pyflwdir is single-flow (D8) only, the library "
-    "that has it (whitebox-workflows) links AGPL-3.0 code into its binary, and flow routing is not "
-    "written by hand here (DD-MCP-067). Use 'd8'."
-    for name, what in (("dinf", "D-infinity, Tarboton 1997"), ("mfd", "multiple flow direction"))
-}
+DINF_ENCODING = (
+    "D-infinity (float32): the flow angle in degrees clockwise from north, in [0, 360): 0 N, 90 E, "
+    "180 S, 270 W (south = next row on a north-up grid); the flow is split between the two neighbours "
+    "whose directions bracket it, in proportion to the angle's closeness to each; -1 = no lower "
+    "neighbour (a pit, a flat, or an edge cell draining off the grid); NaN = nodata"
+)
+MFD_NODATA = 65535
+MFD_ENCODING = (
+    "MFD mask (uint16): the sum of the ESRI D8 codes of every neighbour that receives flow, i.e. every "
+    "lower neighbour (1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 11 = E + SE + SW); flow is split "
+    f"among them in proportion to slope^{FREEMAN_EXPONENT} (Freeman 1991), which the mask does not "
+    "record (flow_accumulation recomputes it from the DEM); 0 = drains nowhere (a pit, a flat, or an "
+    "edge cell without a lower neighbour); 65535 = nodata"
+)
 SMALLEST_DEPTH = float(np.nextafter(np.float32(0), np.float32(1)))
 """A depression depth every real depression exceeds: with it, the flood fills nothing."""
 
@@ -46,6 +65,8 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
         check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
+        if args["routing"] != "d8":
+            check_square(ds, ctx.workspace.relative(Path(ds.name)), "dem", args["routing"])
 
 
 @operation(
@@ -66,15 +87,22 @@ def flow_direction(
     ],
     routing: Annotated[
         FlowRouting,
-        unsupported(UNSUPPORTED),
         Field(
-            description="'d8': all of a cell's flow to one neighbour. 'dinf' and 'mfd' are not supported "
-            "(refused with the reason)."
+            description="'d8': all of a cell's flow to one neighbour (uint8 ESRI codes). 'dinf': "
+            "D-infinity angle in degrees clockwise from north, flow split between two neighbours "
+            "(float32). 'mfd': flow split among every lower neighbour (uint16 sum of their D8 codes)."
         ),
     ] = "d8",
 ) -> FlowDirectionResult:
-    """D8 flow directions as ESRI codes, uint8: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE, 0 none,
-    247 nodata. Depressions are not filled. Reads the whole grid: at most 16,777,216 cells.
+    """Flow directions: d8 ESRI codes (uint8), dinf angles in degrees from north (float32), or mfd masks
+    (uint16, the sum of receiving neighbours' D8 codes). Depressions are not filled. Reads the whole
+    grid: at most 16,777,216 cells. The band is tagged LLMC_ROUTING for flow_accumulation.
+
+    dinf (Tarboton 1997): degrees clockwise from north in [0, 360) (0 N, 90 E, 180 S, 270 W), -1 where
+    no neighbour is lower, NaN nodata. mfd (Freeman 1991): sum of the D8 codes of every lower
+    neighbour (each receives a share proportional to slope^1.1), 0 none, 65535 nodata. Both on the
+    DEM as given: flats and depressions drain nowhere, so condition with 'fill_flats' first;
+    geographic grids and non-square cells are refused (slopes need ground distances). d8 follows.
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
     grid); 0 = drains nowhere: a cell on the edge of the grid or beside nodata without a lower
@@ -87,18 +115,24 @@ def flow_direction(
     ground areas (flow_accumulation units='m2'). Reads the whole grid (at most 16,777,216 cells).
     The routing model is gated (domain hydrology).
 
-    Errors: InvalidArgument for an unsupported routing, a rotated or multi-band grid, too many
-    cells, or dst equal to dem; RasterError for unreadable pixels.
+    Errors: InvalidArgument for a rotated or multi-band grid, too many cells, dst equal to dem, or
+    (dinf, mfd) a geographic grid or non-square cells; RasterError for unreadable pixels.
     """
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "dem")
+        if routing != "d8":
+            check_square(ds, shown, "dem", routing)
+            return _multiple_flow(ctx, ds, dst, dst_path, routing)
         elevation = read_elevation(ctx, ds)
         _, d8 = pyflwdir().dem.fill_depressions(elevation, nodata=np.nan, max_depth=SMALLEST_DEPTH)
         valid = ~np.isnan(elevation)
+        lowest, has_lower = lowest_neighbour_codes(elevation, valid)
+        stranded = has_lower & ((d8 == D8_PIT) | (d8 == 255))
+        d8 = np.where(stranded, lowest, d8)
         d8 = np.where(valid, d8, np.uint8(D8_NODATA)).astype("uint8")
-        output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA)
+        output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA, {ROUTING_TAG: "d8"})
     pits = valid & ((d8 == D8_PIT) | (d8 == 255))
     edge = _data_edge(valid)
     return FlowDirectionResult(
@@ -110,6 +144,36 @@ def flow_direction(
         note="D8 from a priority flood (pyflwdir) without filling: each cell drains to the neighbour the "
         "flood reached it from (its lowest neighbour off flats; towards the spill point on flats); "
         "edge cells without a lower neighbour are outlets, unfilled depressions end in sinks.",
+    )
+
+
+def _multiple_flow(
+    ctx: OperationContext, ds: DatasetReader, dst: str, dst_path: Path, routing: str
+) -> FlowDirectionResult:
+    elevation = read_elevation(ctx, ds).astype("float64")
+    valid = ~np.isnan(elevation)
+    if routing == "dinf":
+        data = kernels().dinf_angles(elevation, valid)
+        pits, nodata, encoding = valid & (data == -1.0), float("nan"), DINF_ENCODING
+        note = "D-infinity (Tarboton 1997): steepest descent over the 8 triangular facets"
+    else:
+        _, _, mask = kernels().mfd_receivers(elevation, valid, FREEMAN_EXPONENT)
+        data = np.where(valid, mask, np.uint16(MFD_NODATA)).astype("uint16")
+        pits, nodata, encoding = valid & (data == 0), float(MFD_NODATA), MFD_ENCODING
+        note = (
+            "MFD (Freeman 1991): every lower neighbour receives a share in proportion to "
+            f"slope^{FREEMAN_EXPONENT}"
+        )
+    output = write_grid(ctx, ds, dst, dst_path, data, nodata, {ROUTING_TAG: routing})
+    edge = _data_edge(valid)
+    return FlowDirectionResult(
+        output=output,
+        routing=routing,  # type: ignore[arg-type]
+        encoding=encoding,
+        outlet_cells=int((pits & edge).sum()),
+        sink_cells=int((pits & ~edge).sum()),
+        note=f"{note}, on the DEM as given (flats and depressions drain nowhere: condition with fill_flats "
+        f"first); band tagged {ROUTING_TAG}={routing}.",
     )
 
 
