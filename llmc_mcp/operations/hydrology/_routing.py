@@ -86,91 +86,95 @@ def kernels() -> SimpleNamespace:
         return out
 
     @jit
-    def dinf_receivers(angles: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows, cols = angles.shape
-        targets = np.full((rows * cols, 2), -1, dtype=np.int64)
-        shares = np.zeros((rows * cols, 2), dtype=np.float64)
-        for r in range(rows):
-            for c in range(cols):
-                a = np.float64(angles[r, c])
-                if not valid[r, c] or a < 0.0:
-                    continue
-                position = ((a - 90.0) % 360.0) / 45.0
-                k = int(np.floor(position)) % 8
-                f = position - np.floor(position)
-                if f < SHARE_TOLERANCE:
-                    f = 0.0
-                elif f > 1.0 - SHARE_TOLERANCE:
-                    f, k = 0.0, (k + 1) % 8
-                for slot, kk, share in ((0, k, 1.0 - f), (1, (k + 1) % 8, f)):
-                    rr, cc = r + DR[kk], c + DC[kk]
-                    if share > 0.0 and 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc]:
-                        targets[r * cols + c, slot] = rr * cols + cc
-                        shares[r * cols + c, slot] = share
-        return targets, shares
+    def receivers(
+        field: np.ndarray, valid: np.ndarray, dinf: bool, exponent: float, r: int, c: int, out: np.ndarray
+    ) -> int:
+        """Write cell (r, c)'s receivers into ``out`` as (neighbour k, share) rows; return how many.
+
+        Computed again wherever needed instead of stored: a table of eight receivers a cell would cost
+        128 bytes a cell, 2 GiB at the cell limit. ``field`` holds dinf angles or mfd elevations.
+        """
+        rows, cols = field.shape
+        count = 0
+        if dinf:
+            a = field[r, c]
+            if a < 0.0:
+                return 0
+            position = ((a - 90.0) % 360.0) / 45.0
+            k = int(np.floor(position)) % 8
+            f = position - np.floor(position)
+            if f < SHARE_TOLERANCE:
+                f = 0.0
+            elif f > 1.0 - SHARE_TOLERANCE:
+                f, k = 0.0, (k + 1) % 8
+            for kk, share in ((k, 1.0 - f), ((k + 1) % 8, f)):
+                rr, cc = r + DR[kk], c + DC[kk]
+                if share > 0.0 and 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc]:
+                    out[count, 0], out[count, 1] = kk, share
+                    count += 1
+            return count
+        total = 0.0
+        for k in range(8):
+            rr, cc = r + DR[k], c + DC[k]
+            if 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc] and field[rr, cc] < field[r, c]:
+                distance = np.sqrt(2.0) if k % 2 == 1 else 1.0
+                weight = ((field[r, c] - field[rr, cc]) / distance) ** exponent
+                out[count, 0], out[count, 1] = k, weight
+                total += weight
+                count += 1
+        for j in range(count):
+            out[j, 1] = out[j, 1] / total
+        return count
 
     @jit
-    def mfd_receivers(
-        z: np.ndarray, valid: np.ndarray, exponent: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def mfd_mask(z: np.ndarray, valid: np.ndarray) -> np.ndarray:
         rows, cols = z.shape
-        targets = np.full((rows * cols, 8), -1, dtype=np.int64)
-        shares = np.zeros((rows * cols, 8), dtype=np.float64)
         mask = np.zeros((rows, cols), dtype=np.uint16)
-        weights = np.zeros(8, dtype=np.float64)
         for r in range(rows):
             for c in range(cols):
                 if not valid[r, c]:
                     continue
-                total = 0.0
                 for k in range(8):
-                    weights[k] = 0.0
                     rr, cc = r + DR[k], c + DC[k]
                     if 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc] and z[rr, cc] < z[r, c]:
-                        distance = np.sqrt(2.0) if k % 2 == 1 else 1.0
-                        weights[k] = ((z[r, c] - z[rr, cc]) / distance) ** exponent
-                        total += weights[k]
                         mask[r, c] |= np.uint16(1 << k)
-                        targets[r * cols + c, k] = rr * cols + cc
-                for k in range(8):
-                    if weights[k] > 0.0:
-                        shares[r * cols + c, k] = weights[k] / total
-        return targets, shares, mask
+        return mask
 
     @jit
     def accumulate(
-        values: np.ndarray, valid: np.ndarray, targets: np.ndarray, shares: np.ndarray
-    ) -> tuple[np.ndarray, int]:
-        """Every cell's value plus the shares passed to it from upstream; also how many cells were done
-        (fewer than the valid cells: the rest drain in a loop)."""
-        n = values.size
-        flat_valid = valid.ravel()
-        total = values.ravel().astype(np.float64)
-        donors = np.zeros(n, dtype=np.int64)
-        for i in range(n):
-            for j in range(targets.shape[1]):
-                if targets[i, j] >= 0:
-                    donors[targets[i, j]] += 1
-        queue = np.empty(n, dtype=np.int64)
+        field: np.ndarray, valid: np.ndarray, values: np.ndarray, dinf: bool, exponent: float
+    ) -> int:
+        """Add to every cell of ``values`` (in place) the shares passed to it from upstream; return how
+        many valid cells were done (fewer than the valid cells: the rest drain in a loop)."""
+        rows, cols = field.shape
+        out = np.zeros((8, 2), dtype=np.float64)
+        donors = np.zeros((rows, cols), dtype=np.uint8)
+        for r in range(rows):
+            for c in range(cols):
+                if valid[r, c]:
+                    for j in range(receivers(field, valid, dinf, exponent, r, c, out)):
+                        k = int(out[j, 0])
+                        donors[r + DR[k], c + DC[k]] += 1
+        queue = np.empty(rows * cols, dtype=np.int32)
         tail = 0
-        for i in range(n):
-            if flat_valid[i] and donors[i] == 0:
-                queue[tail] = i
-                tail += 1
+        for r in range(rows):
+            for c in range(cols):
+                if valid[r, c] and donors[r, c] == 0:
+                    queue[tail] = r * cols + c
+                    tail += 1
         head = 0
         while head < tail:
-            i = queue[head]
+            r, c = queue[head] // cols, queue[head] % cols
             head += 1
-            for j in range(targets.shape[1]):
-                t = targets[i, j]
-                if t < 0:
-                    continue
-                total[t] += total[i] * shares[i, j]
-                donors[t] -= 1
-                if donors[t] == 0:
-                    queue[tail] = t
+            for j in range(receivers(field, valid, dinf, exponent, r, c, out)):
+                k = int(out[j, 0])
+                rr, cc = r + DR[k], c + DC[k]
+                values[rr, cc] += values[r, c] * out[j, 1]
+                donors[rr, cc] -= 1
+                if donors[rr, cc] == 0:
+                    queue[tail] = rr * cols + cc
                     tail += 1
-        return total.reshape(values.shape), head
+        return head
 
     @jit
     def fill_flats(z: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -179,7 +183,7 @@ def kernels() -> SimpleNamespace:
         closed = ~valid
         heap = [(np.float32(0.0), np.int64(0), np.int64(0))]
         heap.pop()
-        pits = np.empty(rows * cols, dtype=np.int64)
+        pits = np.empty(rows * cols, dtype=np.int32)
         head = tail = 0
         order = 0
         for r in range(rows):
@@ -219,8 +223,7 @@ def kernels() -> SimpleNamespace:
 
     return SimpleNamespace(
         dinf_angles=dinf_angles,
-        dinf_receivers=dinf_receivers,
-        mfd_receivers=mfd_receivers,
+        mfd_mask=mfd_mask,
         accumulate=accumulate,
         fill_flats=fill_flats,
     )

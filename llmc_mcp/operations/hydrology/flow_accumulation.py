@@ -209,19 +209,20 @@ def _multiple_flow(
                 f"(e.g. {float(angles[bad][0]):g}).",
                 fix="Derive the directions again with hydrology.flow_direction(routing='dinf').",
             )
-        targets, shares = kernels().dinf_receivers(angles, valid)
+        field = angles
     else:
         assert dem_source is not None
         _check_same_grid(ctx, ds, dem_source, "dem")
         elevation = read_elevation(ctx, dem_source).astype("float64")
         same_cells = np.array_equal(valid, ~np.isnan(elevation))
-        targets, shares, mask = kernels().mfd_receivers(elevation, valid, FREEMAN_EXPONENT)
+        mask = kernels().mfd_mask(elevation, valid)
         if not same_cells or (raw[valid].astype("int64") != mask[valid]).any():
             raise InvalidArgument(
                 f"dem: '{ctx.workspace.relative(Path(dem_source.name))}' does not give the directions in "
                 f"'{shown}' (other receiving neighbours, or other nodata cells).",
                 fix="Pass the DEM the mfd directions were derived from, or derive them again from this one.",
             )
+        field = elevation
     skipped = 0
     if weight_source is not None:
         _check_same_grid(ctx, ds, weight_source, "weights")
@@ -231,7 +232,8 @@ def _multiple_flow(
         values, kind = ground_areas(ds, shown, cell_areas(ds, shown)), "m2"
     else:
         values, kind = np.ones(valid.shape), "cells"
-    accumulated, done = kernels().accumulate(np.where(valid, values, 0.0), valid, targets, shares)
+    accumulated = np.where(valid, values, 0.0)
+    done = kernels().accumulate(field, valid, accumulated, routing == "dinf", FREEMAN_EXPONENT)
     if done < int(valid.sum()):
         raise InvalidArgument(
             f"flow_dir: {int(valid.sum()) - done:,} cells of '{shown}' drain into a loop, so they reach no "

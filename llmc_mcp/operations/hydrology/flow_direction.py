@@ -157,8 +157,7 @@ def _multiple_flow(
         pits, nodata, encoding = valid & (data == -1.0), float("nan"), DINF_ENCODING
         note = "D-infinity (Tarboton 1997): steepest descent over the 8 triangular facets"
     else:
-        _, _, mask = kernels().mfd_receivers(elevation, valid, FREEMAN_EXPONENT)
-        data = np.where(valid, mask, np.uint16(MFD_NODATA)).astype("uint16")
+        data = np.where(valid, kernels().mfd_mask(elevation, valid), np.uint16(MFD_NODATA)).astype("uint16")
         pits, nodata, encoding = valid & (data == 0), float(MFD_NODATA), MFD_ENCODING
         note = (
             "MFD (Freeman 1991): every lower neighbour receives a share in proportion to "
