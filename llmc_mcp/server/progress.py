@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 
 from llmc_mcp.server.requests import current_request
+from llmc_mcp.server.resumable import waiting_request
 
 log = logging.getLogger(__name__)
 
 
 async def relay_progress(progress: float, total: float | None, message: str) -> None:
-    ctx = current_request.get()
+    # A resumable call outlives the request that started it: report to the retry now waiting on it.
+    ctx = waiting_request() or current_request.get()
     if ctx is None:
         return
     try:

@@ -68,6 +68,8 @@ class _Call:
     task: asyncio.Task[None] | None = None
     result: CallToolResult | None = None
     touched: float = field(default_factory=time.monotonic)
+    request: Context | None = None
+    """The client request now waiting on this call (the latest retry): where its progress goes."""
 
     def questions_pending(self) -> bool:
         return any(not question.answered.done() for question in self.questions.values())
@@ -92,6 +94,12 @@ def needs_resuming(ctx: Context, reflection: str, min_confidence: str) -> bool:
     if has_back_channel(ctx):
         return False
     return (reflection != "hints" and can_sample(ctx)) or (min_confidence != "low" and can_elicit(ctx))
+
+
+def waiting_request() -> Context | None:
+    """The request now waiting on the resumable call running here (None outside one)."""
+    call = _current_call.get()
+    return None if call is None else call.request
 
 
 def can_ask_on_retry() -> bool:
@@ -152,6 +160,7 @@ class ResumableCalls:
                 )
             _deliver(call, ctx.input_responses or {})
         call.touched = time.monotonic()
+        call.request = ctx
         try:
             return await self._next(call)
         except BaseException:
