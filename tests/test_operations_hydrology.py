@@ -229,12 +229,6 @@ def test_flow_direction_does_not_fill_what_conditioning_kept(
     assert call(FLOW_DIRECTION, ctx, dem="filled.tif", dst="d8.tif").sink_cells == 0
 
 
-def test_breach_is_refused_by_name() -> None:
-    """Guards against accepting breach and silently filling instead."""
-    with pytest.raises(InvalidArgument, match=r"'breach'.*not supported"):
-        CONDITION.validate({"dem": "a.tif", "dst": "b.tif", "method": "breach"})
-
-
 # Streams
 
 

@@ -20,7 +20,7 @@ from mcp import Client
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations import OperationContext, get_operation
 from tests.mcp_helpers import stdio_params
-from tests.test_operations_hydrology import call, read, run_gated, valley, write
+from tests.test_operations_hydrology import call, depression, read, run_gated, valley, write
 
 CONDITION = get_operation("hydrology.condition")
 FLOW_DIRECTION = get_operation("hydrology.flow_direction")
@@ -325,3 +325,57 @@ async def test_code_mode_routes_dinf_in_a_confined_worker(workspace_dir: Path) -
         results: list[dict[str, Any]] = [await run_gated(client, code) for code in steps]
     assert results[0]["result"] == 1
     assert math.isclose(results[1]["result"], 49.0, rel_tol=1e-9)
+
+
+# breach
+
+
+def test_breach_cuts_the_dam_just_below_the_pit_and_raises_nothing(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against a breach that fills, or cuts deeper than needed: the 12 m dam between the 5 m pit
+    and the 4 m cell is lowered to the float32 just below 5 m; no other cell changes, none rises."""
+    write(workspace_dir / "dam.tif", dammed())
+    result = call(CONDITION, ctx, dem="dam.tif", dst="breached.tif", method="breach")
+    z = read(workspace_dir / "breached.tif")
+    expected = dammed()
+    expected[2, 4] = np.nextafter(np.float32(5.0), np.float32(-np.inf))
+    assert np.array_equal(z, expected)
+    assert (result.lowered_cells, result.raised_cells) == (1, 0)
+    assert result.max_lowering == pytest.approx(7.0, abs=1e-5)
+
+
+def test_breached_dem_drains_the_pit_through_the_cut(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against a cut that leaves the pit a sink: after breach D8 sends the pit east (1) through
+    the lowered dam, and no sink remains."""
+    write(workspace_dir / "dam.tif", dammed())
+    call(CONDITION, ctx, dem="dam.tif", dst="breached.tif", method="breach")
+    result = call(FLOW_DIRECTION, ctx, dem="breached.tif", dst="d8.tif")
+    assert read(workspace_dir / "d8.tif")[2, 3] == 1 and result.sink_cells == 0
+
+
+@pytest.mark.parametrize(("max_depth", "lowered", "raised"), [(8.0, 1, 0), (5.0, 0, 3)])
+def test_breach_max_depth_bounds_the_cut_and_fills_what_needs_more(
+    ctx: OperationContext, workspace_dir: Path, max_depth: float, lowered: int, raised: int
+) -> None:
+    """Guards against a max_depth ignored or a pit left undrained: the dam needs a 7 m cut. With
+    max_depth 8 it is cut (one cell lowered); with 5 it is not, and the pit is filled instead: the pit
+    and the two cells upstream of it (10, 9, 5 m) rise to the dam's 12 m."""
+    write(workspace_dir / "dam.tif", dammed())
+    result = call(CONDITION, ctx, dem="dam.tif", dst="b.tif", method="breach", max_depth=max_depth)
+    assert (result.lowered_cells, result.raised_cells) == (lowered, raised)
+    if raised:
+        assert (read(workspace_dir / "b.tif")[2, 1:4] == 12.0).all()
+        assert "1 pit(s) needing a deeper cut filled" in result.note
+
+
+def test_breach_cuts_a_closed_depression_over_its_saddle(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against the cheapest channel not taken: the 2 m pit inside a 5 m hollow walled at 20 m
+    is cut out over the 12 m saddle to the 11 m edge cell (3 cells lowered: hollow, saddle, edge),
+    not through the 20 m wall, and nothing is raised."""
+    write(workspace_dir / "pit.tif", depression())
+    result = call(CONDITION, ctx, dem="pit.tif", dst="b.tif", method="breach")
+    z = read(workspace_dir / "b.tif")
+    assert (result.lowered_cells, result.raised_cells) == (3, 0)
+    assert z[1, 3] < 2.0 and z[0, 3] < z[1, 3]
+    assert call(FLOW_DIRECTION, ctx, dem="b.tif", dst="d8.tif").sink_cells == 0

@@ -736,8 +736,8 @@ class WorkflowProgress(_Model):
     results: dict[str, Any] | None = Field(description="When complete: every saved answer by its name.")
 
 
-ConditionMethod = Literal["fill", "fill_flats"]
-"""Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'fill_flats' written here (DD-MCP-068)."""
+ConditionMethod = Literal["fill", "fill_flats", "breach"]
+"""Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'fill_flats', 'breach' written here (DD-MCP-068)."""
 FlowRouting = Literal["d8", "dinf", "mfd"]
 """Flow routing: 'd8' by pyflwdir (DD-MCP-052), 'dinf' and 'mfd' written here (DD-MCP-068)."""
 AccumulationUnits = Literal["cells", "m2"]
@@ -757,6 +757,8 @@ class ConditionResult(_Model):
     volume_cells: float = Field(
         description="Sum of raises over cells (vertical units x cells): the filled volume."
     )
+    lowered_cells: int = Field(description="Cells whose elevation was lowered (breach channels; else 0).")
+    max_lowering: float = Field(description="The deepest cut, in vertical units (0 when none).")
     note: str = Field(description="What was done and what was kept.")
 
 

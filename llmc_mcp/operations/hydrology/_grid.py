@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import rasterio
-from pydantic import BeforeValidator
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
@@ -264,14 +263,3 @@ def write_grid(
     plan = GridPlan(data, nodata, tags or {}, options)
     _write_atomically(ctx, plan, source, Path(source.name), dst_path)
     return _describe_output(ctx, dst, dst_path)
-
-
-def unsupported(reasons: dict[str, str]) -> Any:
-    """A validator naming why a known option is not offered, instead of a bare 'not one of'."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() in reasons:
-            raise ValueError(reasons[value.strip().lower()])
-        return value
-
-    return BeforeValidator(check)

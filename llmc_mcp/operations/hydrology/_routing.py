@@ -221,11 +221,93 @@ def kernels() -> SimpleNamespace:
                     order += 1
         return out
 
+    @jit
+    def breach(z: np.ndarray, valid: np.ndarray, max_depth: float) -> tuple[np.ndarray, int]:
+        """Cut a channel out of every pit, cheapest first; return the DEM and how many pits were not cut.
+
+        ``max_depth``: the deepest cut allowed (``inf``: no limit); a pit that needs a deeper one is
+        left for the caller to fill.
+        """
+        rows, cols = z.shape
+        n = rows * cols
+        out = z.copy()
+        edge = np.zeros(n, dtype=np.bool_)
+        pits = [(np.float32(0.0), np.int64(0), np.int64(0))]
+        pits.pop()
+        for r in range(rows):
+            for c in range(cols):
+                if not valid[r, c]:
+                    continue
+                lower = False
+                for k in range(8):
+                    rr, cc = r + DR[k], c + DC[k]
+                    if rr < 0 or rr >= rows or cc < 0 or cc >= cols or not valid[rr, cc]:
+                        edge[r * cols + c] = True
+                    elif z[rr, cc] < z[r, c]:
+                        lower = True
+                if not lower and not edge[r * cols + c]:
+                    heapq.heappush(pits, (z[r, c], np.int64(r * cols + c), np.int64(r * cols + c)))
+        flat = out.ravel()
+        seen = np.full(n, -1, dtype=np.int32)
+        settled = np.full(n, -1, dtype=np.int32)
+        cost = np.zeros(n, dtype=np.float64)
+        level = np.zeros(n, dtype=np.float32)
+        parent = np.full(n, -1, dtype=np.int32)
+        search, uncut, order = 0, 0, 0
+        while len(pits) > 0:
+            p = heapq.heappop(pits)[2]
+            pr, pc = p // cols, p % cols
+            still = True
+            for k in range(8):
+                rr, cc = pr + DR[k], pc + DC[k]
+                if valid[rr, cc] and flat[rr * cols + cc] < flat[p]:
+                    still = False  # an earlier channel passes beside it
+            if not still:
+                continue
+            heap = [(0.0, np.int64(0), np.int64(p))]
+            seen[p], cost[p], level[p], parent[p] = search, 0.0, flat[p], -1
+            found = -1
+            while len(heap) > 0:
+                d, _, i = heapq.heappop(heap)
+                if settled[i] == search:
+                    continue
+                settled[i] = search
+                if i != p and (flat[i] < level[i] or edge[i]):
+                    found = i
+                    break
+                r, c = i // cols, i % cols
+                step = np.float32(np.nextafter(level[i], np.float32(-np.inf)))
+                for k in range(8):
+                    rr, cc = r + DR[k], c + DC[k]
+                    if rr < 0 or rr >= rows or cc < 0 or cc >= cols or not valid[rr, cc]:
+                        continue
+                    j = rr * cols + cc
+                    if settled[j] == search:
+                        continue
+                    cut = np.float64(flat[j]) - np.float64(step)
+                    if cut > max_depth:
+                        continue
+                    reached = d + max(cut, 0.0)
+                    if seen[j] != search or reached < cost[j]:
+                        seen[j], cost[j], level[j], parent[j] = search, reached, step, i
+                        order += 1
+                        heapq.heappush(heap, (reached, np.int64(order), np.int64(j)))
+            search += 1
+            if found < 0:
+                uncut += 1
+                continue
+            i = found if flat[found] >= level[found] else parent[found]
+            while i != p:
+                flat[i] = min(flat[i], level[i])
+                i = parent[i]
+        return out, uncut
+
     return SimpleNamespace(
         dinf_angles=dinf_angles,
         mfd_mask=mfd_mask,
         accumulate=accumulate,
         fill_flats=fill_flats,
+        breach=breach,
     )
 
 

@@ -10,6 +10,11 @@ inside it less than ``max_depth`` below their own rim are still filled (pyflwdir
 the same flood, but a cell reached from a cell not lower than it is raised to the next float32 above
 that cell, so filled depressions and flats slope (by one float32 step a cell) towards their spill
 point and every cell has a strictly lower neighbour, as dinf and mfd need.
+
+``breach``: least-cost breaching after Lindsay (2016), simplified (written here, DD-MCP-068): from
+each pit, lowest first, a Dijkstra search over the sum of cut depths finds the cheapest path to a
+lower cell or the edge of the data, and the path is lowered to one float32 step a cell below the pit.
+``max_depth`` bounds each cut; a pit that needs a deeper one is filled instead (Lindsay's hybrid).
 """
 
 from __future__ import annotations
@@ -24,23 +29,10 @@ from pydantic import Field
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
-from llmc_mcp.operations.hydrology._grid import (
-    check_dst,
-    check_grid,
-    pyflwdir,
-    read_elevation,
-    unsupported,
-    write_grid,
-)
+from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, pyflwdir, read_elevation, write_grid
 from llmc_mcp.operations.hydrology._routing import kernels
 from llmc_mcp.operations.models import ConditionMethod, ConditionResult
 from llmc_mcp.reflection.specs import HYDROLOGY_CONDITION
-
-UNSUPPORTED = {
-    "breach": "method 'breach' is not supported: pyflwdir has no breaching, the library that has it "
-    "(whitebox-workflows) links AGPL-3.0 code into its binary, and no breaching is written here yet "
-    "(DD-MCP-067, DD-MCP-068). Use 'fill', with max_depth to keep deep sinks, or 'fill_flats'.",
-}
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
@@ -66,23 +58,29 @@ def condition(
     ],
     method: Annotated[
         ConditionMethod,
-        unsupported(UNSUPPORTED),
         Field(
             description="'fill': raise depressions to their spill height (priority flood). 'fill_flats': "
             "the same, plus a float32 step a cell towards the spill point so every cell drains (for "
-            "dinf, mfd). 'breach' is not supported (refused with the reason)."
+            "dinf, mfd). 'breach': cut the cheapest channel out of each pit instead of raising it."
         ),
     ] = "fill",
     max_depth: Annotated[
         float | None,
         Field(
-            description="Keep as sinks (real lakes, karst) depressions at least this far (vertical units) "
-            "below the spill point they are entered from; default: fill every depression. 'fill' only."
+            description="fill: keep as sinks (lakes, karst) depressions at least this far (vertical units) "
+            "below the spill point they are entered from. breach: the deepest cut allowed; pits needing "
+            "more are filled. Default: no limit. Not with fill_flats."
         ),
     ] = None,
 ) -> ConditionResult:
     """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks);
-    'fill_flats' also slopes every flat towards its outlet. Reads the whole grid: at most 16,777,216 cells.
+    'fill_flats' also slopes every flat towards its outlet; 'breach' cuts channels out of pits instead.
+    Reads the whole grid: at most 16,777,216 cells.
+
+    breach (least-cost, after Lindsay 2016): from each pit, lowest first, the path to a lower cell or
+    the data's edge with the least summed cut depth is lowered to one float32 step a cell below the
+    pit; nothing is raised. max_depth bounds each cut: a pit needing more is filled (the note says how
+    many).
 
     fill_flats (Barnes et al. 2014 Priority-Flood+epsilon): a cell reached from a cell not lower than
     it is raised to the next float32 above that cell, so a flat of n cells rises by at most n float32
@@ -96,8 +94,7 @@ def condition(
     are float32 (scale and offset applied); nodata stays nodata. Reads the whole grid (at most
     16,777,216 cells; refused above). The choice of handling is gated (domain hydrology).
 
-    Errors: InvalidArgument for an unsupported method, a max_depth that is not positive (or given with
-    fill_flats), a rotated
+    Errors: InvalidArgument for a max_depth that is not positive (or given with fill_flats), a rotated
     or multi-band grid, too many cells, or dst equal to dem; RasterError for unreadable pixels.
     """
     depth = _check_depth(max_depth, method)
@@ -106,13 +103,20 @@ def condition(
         shown = ctx.workspace.relative(Path(ds.name))
         check_grid(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
+        uncut = 0
         if method == "fill_flats":
             filled = kernels().fill_flats(elevation, ~np.isnan(elevation))
+        elif method == "breach":
+            limit = np.inf if depth is None else depth
+            filled, uncut = kernels().breach(elevation, ~np.isnan(elevation), limit)
+            if uncut:
+                filled, _ = pyflwdir().dem.fill_depressions(filled, nodata=np.nan, max_depth=-1.0)
         else:
             filled, _ = pyflwdir().dem.fill_depressions(
                 elevation, nodata=np.nan, max_depth=-1.0 if depth is None else depth
             )
-        raise_by = np.where(np.isnan(elevation), 0.0, filled - elevation)
+        change = np.where(np.isnan(elevation), 0.0, filled.astype("float64") - elevation)
+        raise_by, lower_by = np.maximum(change, 0.0), np.maximum(-change, 0.0)
         output = write_grid(ctx, ds, dst, dst_path, filled.astype("float32"), float("nan"))
     raised = raise_by > 0
     kept = (
@@ -120,24 +124,33 @@ def condition(
         if depth is None
         else f"depressions entered by a drop of at least {depth:g} kept as sinks (hollows in them filled)"
     )
-    how = "Priority-flood fill (pyflwdir, Wang & Liu 2006)"
+    how = "Priority-flood fill (pyflwdir, Wang & Liu 2006) from the edge of the data"
     if method == "fill_flats":
-        how = "Priority-Flood+epsilon (Barnes et al. 2014; each flat cell one float32 step above its outlet)"
+        how = (
+            "Priority-Flood+epsilon (Barnes et al. 2014) from the edge of the data, flats sloped one "
+            "float32 step a cell"
+        )
+    elif method == "breach":
+        bound = "" if depth is None else f" no deeper than {depth:g}"
+        how = f"Least-cost breaching (after Lindsay 2016): a channel cut{bound} out of every pit"
+        kept = f"{uncut} pit(s) needing a deeper cut filled instead (priority flood)"
     return ConditionResult(
         output=output,
         method=method,
         max_depth=depth,
         raised_cells=int(raised.sum()),
         max_raise=float(raise_by.max()) if raised.any() else 0.0,
-        volume_cells=float(raise_by[raised].astype("float64").sum()),
-        note=f"{how} from the edge of the data: {kept}; float32 elevations, nodata kept.",
+        volume_cells=float(raise_by[raised].sum()),
+        lowered_cells=int((lower_by > 0).sum()),
+        max_lowering=float(lower_by.max()) if (lower_by > 0).any() else 0.0,
+        note=f"{how}; {kept}; float32 elevations, nodata kept.",
     )
 
 
 def _check_depth(max_depth: float | None, method: str) -> float | None:
     if max_depth is None:
         return None
-    if method != "fill":
+    if method == "fill_flats":
         raise InvalidArgument(
             f"max_depth was given with method '{method}', which fills every depression.",
             fix="Drop max_depth, or use method 'fill' to keep deep depressions as sinks.",

@@ -101,7 +101,7 @@ def flow_direction(
     dinf (Tarboton 1997): degrees clockwise from north in [0, 360) (0 N, 90 E, 180 S, 270 W), -1 where
     no neighbour is lower, NaN nodata. mfd (Freeman 1991): sum of the D8 codes of every lower
     neighbour (each receives a share proportional to slope^1.1), 0 none, 65535 nodata. Both on the
-    DEM as given: flats and depressions drain nowhere, so condition with 'fill_flats' first;
+    DEM as given: flats and depressions drain nowhere, so condition with fill_flats or breach first;
     geographic grids and non-square cells are refused (slopes need ground distances). d8 follows.
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
