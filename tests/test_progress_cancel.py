@@ -100,6 +100,20 @@ async def test_classic_calc_reports_window_fractions_ending_at_one(workspace_dir
 
 
 @pytest.mark.parametrize("era", ERAS)
+async def test_a_conversion_reports_gdals_own_progress_ending_at_one(workspace_dir: Path, era: str) -> None:
+    """Guards against a conversion (one GDAL CreateCopy) that runs silent however long it takes: its
+    values are GDAL's completed fractions, increasing, ending at 1 with total 1."""
+    constant_raster(workspace_dir / "big.tif", 3000)
+    progress = Progress()
+    args = {"src": "big.tif", "dst": "big_zstd.tif", "compress": "ZSTD"}
+    async with Client(build_server(settings("classic", workspace_dir)), mode=era) as client:
+        result = await client.call_tool("raster_convert", args, progress_callback=progress)
+    assert not result.is_error, text(result)
+    assert progress.values == sorted(set(progress.values)) and progress.values[-1] == 1.0, progress.values
+    assert len(progress.values) >= 2 and {total for _v, total, _m in progress.seen} == {1.0}
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_progress_crosses_the_stdio_transport(workspace_dir: Path, era: str) -> None:
     """Guards against progress that only the in-process client sees: over the real ``llmc-mcp``
     command the values travel as ``notifications/progress`` against the call's token."""

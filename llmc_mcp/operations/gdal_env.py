@@ -23,6 +23,7 @@ them to workspace-relative names before anything reaches an agent.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import warnings
@@ -167,16 +168,22 @@ def _deregister_drivers(names: list[str]) -> None:
     """
     if not names:
         return
-    deregister_in(_libgdal(), names)
+    deregister_in(libgdal(), names)
     left = unexpected_drivers()
     if left:
         raise RuntimeError(f"GDAL drivers could not be deregistered: {', '.join(left)}")
 
 
-def _libgdal() -> ctypes.CDLL:
+@functools.cache
+def libgdal() -> ctypes.CDLL:
     """The GDAL library rasterio already loaded (its wheel bundles its own copy under a hashed name).
 
-    pyogrio's wheel loads a second GDAL (:mod:`llmc_mcp.operations.vectors` hardens that one)."""
+    Found in rasterio's wheel (``rasterio.libs/``), which a confined worker may read, else in the
+    process's map of loaded files (a rasterio built against a system GDAL). pyogrio's wheel loads a
+    second GDAL (:mod:`llmc_mcp.operations.vectors` hardens that one)."""
+    bundled = sorted((Path(rasterio.__file__).parent.parent / "rasterio.libs").glob("libgdal*.so*"))
+    if len(bundled) == 1:
+        return ctypes.CDLL(str(bundled[0]), mode=os.RTLD_NOLOAD)
     with open("/proc/self/maps") as maps:
         loaded = {line.split()[-1] for line in maps if "/libgdal" in line and "/pyogrio.libs/" not in line}
     if len(loaded) != 1:

@@ -1,8 +1,8 @@
 """``raster.convert``: rewrite a raster as GeoTIFF or COG with another compression, layout, overviews.
 
 Only the encoding changes (and, for lossy compressions, pixel values). The copy is GDAL's
-(``rasterio.shutil.copy``), so pixels, georeferencing, masks and metadata come across as GDAL
-carries them; GTiff overviews are built inside the written file afterwards. The atomic write and
+``CreateCopy`` (:mod:`.gdal_copy`, which reports its progress), so pixels, georeferencing, masks and
+metadata come across as GDAL carries them; GTiff overviews are built inside the written file afterwards. The atomic write and
 the creation options are :mod:`.output`'s, shared with ``raster.reproject``.
 """
 
@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import rasterio
-import rasterio.shutil
 from pydantic import Field
 from rasterio.enums import OverviewResampling as RioOverviewResampling
 from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.operations import progress
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, OverviewResampling, RasterInfo
+from llmc_mcp.operations.raster.gdal_copy import create_copy
 from llmc_mcp.operations.raster.output import (
     creation_options,
     preflight_output,
@@ -146,7 +147,16 @@ class _CopyPlan:
     overview_resampling: str
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
-        rasterio.shutil.copy(source, str(tmp), driver=self.driver, **self.options)
+        # GDAL's copy, with its progress (rasterio's copy takes no callback): the source is reopened
+        # with the checked dataset's open options (its georeferencing choice among them).
+        create_copy(
+            source.name,
+            source.options,
+            tmp,
+            self.driver,
+            self.options,
+            lambda fraction: progress.report(round(fraction * 1000), 1000),
+        )
         if self.driver == "GTiff" and self.overview_factors:
             with rasterio.open(tmp, "r+") as out:
                 out.build_overviews(self.overview_factors, RioOverviewResampling[self.overview_resampling])
