@@ -1,8 +1,8 @@
-"""D-infinity, MFD and drained flats (written here, DD-MCP-068), on DEMs worked out on paper.
+"""D-infinity, MFD, drained flats and breaching (written here, DD-MCP-068), on DEMs worked out on paper.
 
 Fixtures (10 m cells, UTM): inclined planes; a funnel (elevation = distance from the centre cell);
 a 3 x 1 ridge; a closed flat-bottomed basin with one notch in its rim; a channel dammed by one cell
-with a pit behind it.
+with a pit behind it; the main module's V valley and walled hollow with a saddle.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Multiple-flow routing and flat drainage written here, from the published algorithms (DD-MCP-068).
+"""Multiple-flow routing, flat drainage and breaching written here, from the published algorithms.
 
-No MIT-compatible library implements D-infinity, multiple flow direction or an epsilon priority flood
+No MIT-compatible library implements D-infinity, MFD, an epsilon priority flood or least-cost breaching
 (DD-MCP-067: whitebox-workflows links AGPL-3.0 crates; richdem, pysheds and TopoToolbox are GPL), so
-these are numba loops over the whole grid:
+these are numba loops over the whole grid (DD-MCP-068):
 
 - D-infinity, Tarboton (1997), Water Resour. Res. 33(2): per cell, the steepest downslope direction
   over the 8 triangular facets formed with a cardinal and a diagonal neighbour, as an angle; its flow
@@ -13,6 +13,9 @@ these are numba loops over the whole grid:
 - Priority-Flood+epsilon, Barnes, Lehman & Mulla (2014), Comput. Geosci. 62, algorithm 3: a priority
   flood from the edge of the data in which every cell reached from a cell not lower than it is raised
   to the next float32 above that cell, so every cell ends with a strictly lower neighbour.
+- Least-cost breaching after Lindsay (2016), Hydrol. Process. 30(6), simplified: from each pit, lowest
+  first, a Dijkstra search over the summed cut depth to a lower cell or the edge of the data; the path
+  is lowered to one float32 step a cell below the pit (DD-MCP-068 says what is left out).
 
 Accumulation visits cells in topological order (Kahn 1962: a cell once all its donors are done), so a
 cell's total is final before it is passed on; cells never reached drain in a loop and are reported.
