@@ -270,3 +270,32 @@ def test_a_missing_required_field_is_named() -> None:
     """Guards against records without parameters: 'none' and 'not recorded' cannot be told apart."""
     record = {k: v for k, v in VALID.items() if k != "parameters"}
     assert problems(record) == ["`parameters` is required"]
+
+
+async def test_a_run_that_fails_while_writing_leaves_a_record_of_the_failure(
+    client: Client, workspace_dir: Path
+) -> None:
+    """Guards against an audit trail that loses the failures it should document (the format keeps them).
+
+    corrupt.tif opens (its header is sound) and fails while its pixels are copied: no output, and
+    ``<dst>.provenance.json`` says what was asked, what was read and why nothing was written.
+    """
+    result = await client.call_tool("raster_convert", {"src": "corrupt.tif", "dst": "bad.tif"})
+    assert result.is_error and structured(result)["type"] == "raster_error"
+    assert not (workspace_dir / "bad.tif").exists()
+    record = record_of(workspace_dir / "bad.tif")
+    assert problems(record) == [] and "output" not in record
+    assert record["x-llmc:outcome"] == "failed" and record["verification"][0]["passed"] is False
+    assert "bad.tif was not written" in record["verification"][0]["detail"]
+    assert record["inputs"][0]["path"] == "corrupt.tif"
+
+
+async def test_a_failed_rewrite_keeps_the_record_of_the_output_that_stands(
+    client: Client, workspace_dir: Path
+) -> None:
+    """Guards against a failed rewrite replacing the record of the bytes still beside it."""
+    constant(workspace_dir / "a.tif", 2.0)
+    await calc(client, "a + 1", {"a": "a.tif"}, "out.tif")
+    before = (workspace_dir / "out.tif.provenance.json").read_bytes()
+    assert (await client.call_tool("raster_convert", {"src": "corrupt.tif", "dst": "out.tif"})).is_error
+    assert (workspace_dir / "out.tif.provenance.json").read_bytes() == before

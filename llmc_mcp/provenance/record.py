@@ -90,6 +90,41 @@ def write_beside(tmp: Path, dst: str, invocation: Invocation) -> dict[str, Any]:
     return record
 
 
+def failure_record(dst: str, invocation: Invocation, error: BaseException) -> dict[str, Any]:
+    """The record of a run that wrote nothing: what was asked, what was read, and why it failed.
+
+    The format keeps an audit trail of failures too; there is no output, so no ``output`` digest,
+    and the failed check says what happened.
+    """
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    record: dict[str, Any] = {
+        "spec_version": SPEC_VERSION,
+        "operation": invocation.operation,
+        "parameters": invocation.parameters,
+        "inputs": [_input(seen) for seen in invocation.inputs.values()],
+        "engine": _engine(),
+        "producer": {"name": "llmc-mcp", "version": __version__},
+        "verification": [
+            {
+                "name": f"{PRODUCER_PREFIX}output_written",
+                "passed": False,
+                "detail": f"{dst} was not written: {message}"[:2000],
+                "critical": True,
+            }
+        ],
+        "environment": _environment(),
+        "started_at": invocation.started_at,
+        "finished_at": utc_now(),
+        f"{PRODUCER_PREFIX}outcome": "failed",
+    }
+    if invocation.justifications:
+        record[f"{PRODUCER_PREFIX}justifications"] = [_justification(j) for j in invocation.justifications]
+    found = problems(record)
+    if found:
+        raise ValueError("provenance record does not conform: " + "; ".join(found))
+    return record
+
+
 def _input(seen: InputSeen) -> dict[str, Any]:
     crs = _label(seen.crs_wkt) if seen.crs_wkt else None
     item: dict[str, Any] = {"path": seen.path, "sha256": sha256_of(seen.absolute), "crs": crs}

@@ -23,6 +23,7 @@ and their checks are :func:`creation_options`.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -52,7 +53,9 @@ from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
 from llmc_mcp.provenance import capture as provenance_capture
-from llmc_mcp.provenance.record import write_beside
+from llmc_mcp.provenance.record import RECORD_SUFFIX, failure_record, write_beside
+
+log = logging.getLogger(__name__)
 
 GEOTIFF_SUFFIXES = (".tif", ".tiff")
 
@@ -154,11 +157,44 @@ def _write_atomically(
             # A sidecar of the temporary file: the commit moves it onto dst with the output.
             write_beside(tmp, grant.dst, invocation)
         guard.commit(grant)
-    except BaseException:
+    except BaseException as exc:
         # The server deletes the temporary file, its sidecars and the folders this write created.
         with contextlib.suppress(Exception):
             guard.abort(grant)
+        if isinstance(exc, Exception):  # a failure, not a cancellation: the audit trail keeps it
+            _record_failure(ctx, dst_path, exc)
         raise
+
+
+def _record_failure(ctx: OperationContext, dst_path: Path, error: Exception) -> None:
+    """Leave ``<dst>.provenance.json`` saying the run failed, where no output stands.
+
+    An existing ``dst`` keeps its own record (it describes the bytes there). A write refused for
+    space (a quota, the disk reserve) gets no record: that would spend the space the refusal keeps,
+    and a quota's count of files would move with every refusal. Nor does a failed write into folders
+    it created: the failure removes those, and a record would leave them. The record is a granted
+    write like any output (quotas, journal), and failing to write it never hides ``error``.
+    """
+    invocation = provenance_capture.current()
+    guard = ctx.outputs
+    if invocation is None or guard is None or dst_path.exists() or isinstance(error, QuotaExceeded):
+        return
+    if not dst_path.parent.is_dir():
+        return
+    dst = ctx.workspace.relative(dst_path)
+    try:
+        record = failure_record(dst, invocation, error)
+        grant = guard.begin(f"{dst}{RECORD_SUFFIX}")
+    except Exception as exc:
+        log.warning("no provenance record of the failed write of %s: %s", dst, type(exc).__name__)
+        return
+    try:
+        (ctx.workspace.root / grant.tmp).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        guard.commit(grant)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            guard.abort(grant)
+        log.warning("no provenance record of the failed write of %s: %s", dst, type(exc).__name__)
 
 
 class GdalComplaint(Exception):
