@@ -100,7 +100,7 @@ def kernels() -> SimpleNamespace:
         rows, cols = field.shape
         count = 0
         if dinf:
-            a = field[r, c]
+            a = np.float64(field[r, c])
             if a < 0.0:
                 return 0
             position = ((a - 90.0) % 360.0) / 45.0
@@ -121,7 +121,8 @@ def kernels() -> SimpleNamespace:
             rr, cc = r + DR[k], c + DC[k]
             if 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc] and field[rr, cc] < field[r, c]:
                 distance = np.sqrt(2.0) if k % 2 == 1 else 1.0
-                weight = ((field[r, c] - field[rr, cc]) / distance) ** exponent
+                drop = np.float64(field[r, c]) - np.float64(field[rr, cc])
+                weight = (drop / distance) ** exponent
                 out[count, 0], out[count, 1] = k, weight
                 total += weight
                 count += 1

@@ -115,10 +115,11 @@ def condition(
             filled, _ = pyflwdir().dem.fill_depressions(
                 elevation, nodata=np.nan, max_depth=-1.0 if depth is None else depth
             )
-        change = np.where(np.isnan(elevation), 0.0, filled.astype("float64") - elevation)
-        raise_by, lower_by = np.maximum(change, 0.0), np.maximum(-change, 0.0)
-        output = write_grid(ctx, ds, dst, dst_path, filled.astype("float32"), float("nan"))
-    raised = raise_by > 0
+        filled = filled.astype("float32", copy=False)
+        change = filled - elevation  # float32 like both grids; NaN on nodata, which compares False
+        raise_by, lower_by = change[change > 0], -change[change < 0]
+        del change
+        output = write_grid(ctx, ds, dst, dst_path, filled, float("nan"))
     kept = (
         "every depression filled"
         if depth is None
@@ -138,11 +139,11 @@ def condition(
         output=output,
         method=method,
         max_depth=depth,
-        raised_cells=int(raised.sum()),
-        max_raise=float(raise_by.max()) if raised.any() else 0.0,
-        volume_cells=float(raise_by[raised].sum()),
-        lowered_cells=int((lower_by > 0).sum()),
-        max_lowering=float(lower_by.max()) if (lower_by > 0).any() else 0.0,
+        raised_cells=raise_by.size,
+        max_raise=float(raise_by.max()) if raise_by.size else 0.0,
+        volume_cells=float(raise_by.sum(dtype="float64")),
+        lowered_cells=lower_by.size,
+        max_lowering=float(lower_by.max()) if lower_by.size else 0.0,
         note=f"{how}; {kept}; float32 elevations, nodata kept.",
     )
 

@@ -201,19 +201,20 @@ def _multiple_flow(
 ) -> FlowAccumulationResult:
     raw, valid = read_valid(ctx, ds, 1)
     if routing == "dinf":
-        angles = np.where(valid, raw.astype("float64"), -1.0)
-        bad = valid & ~((angles == -1.0) | ((angles >= 0.0) & (angles < 360.0)))
+        field = raw.astype("float32", copy=False)  # the kernel reads valid cells only
+        angles = field[valid]
+        bad = ~((angles == -1.0) | ((angles >= 0.0) & (angles < 360.0)))
         if bad.any():
             raise InvalidArgument(
                 f"flow_dir: '{shown}' is tagged dinf but holds values that are no angle in [0, 360) nor -1 "
                 f"(e.g. {float(angles[bad][0]):g}).",
                 fix="Derive the directions again with hydrology.flow_direction(routing='dinf').",
             )
-        field = angles
+        del angles, bad
     else:
         assert dem_source is not None
         _check_same_grid(ctx, ds, dem_source, "dem")
-        elevation = read_elevation(ctx, dem_source).astype("float64")
+        elevation = read_elevation(ctx, dem_source)
         same_cells = np.array_equal(valid, ~np.isnan(elevation))
         mask = kernels().mfd_mask(elevation, valid)
         if not same_cells or (raw[valid].astype("int64") != mask[valid]).any():
@@ -231,17 +232,18 @@ def _multiple_flow(
     elif units == "m2":
         values, kind = ground_areas(ds, shown, cell_areas(ds, shown)), "m2"
     else:
-        values, kind = np.ones(valid.shape), "cells"
-    accumulated = np.where(valid, values, 0.0)
-    done = kernels().accumulate(field, valid, accumulated, routing == "dinf", FREEMAN_EXPONENT)
+        values, kind = valid.astype("float64"), "cells"
+    # In place from here: at the cell limit each float64 copy of the grid is 128 MiB.
+    values[~valid] = 0.0
+    done = kernels().accumulate(field, valid, values, routing == "dinf", FREEMAN_EXPONENT)
     if done < int(valid.sum()):
         raise InvalidArgument(
             f"flow_dir: {int(valid.sum()) - done:,} cells of '{shown}' drain into a loop, so they reach no "
             "outlet and have no defined accumulation.",
             fix="Recompute the directions with hydrology.flow_direction from a conditioned DEM.",
         )
-    data = np.where(valid, accumulated, np.nan)
-    output = write_grid(ctx, ds, dst, dst_path, data, float("nan"), {ACCUMULATION_TAG: kind})
+    values[~valid] = np.nan
+    output = write_grid(ctx, ds, dst, dst_path, values, float("nan"), {ACCUMULATION_TAG: kind})
     how = (
         "D-infinity accumulation (Tarboton 1997; each total split between the two neighbours bracketing "
         "its angle)"
@@ -252,7 +254,7 @@ def _multiple_flow(
     return FlowAccumulationResult(
         output=output,
         units=kind,
-        max_value=float(data[valid].max()) if valid.any() else 0.0,
+        max_value=float(np.nanmax(values)) if valid.any() else 0.0,
         weight_nodata_cells=skipped,
         note=_note(kind, how),
     )
