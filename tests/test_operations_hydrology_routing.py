@@ -19,8 +19,12 @@ from mcp import Client
 
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations import OperationContext, get_operation
+from llmc_mcp.operations.invoke import invoke
+from llmc_mcp.reflection.gate import Gate, ReflectionRequired
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.reflection.store import JustificationStore
 from tests.mcp_helpers import stdio_params
-from tests.test_operations_hydrology import call, depression, read, run_gated, valley, write
+from tests.test_operations_hydrology import answer, call, depression, read, run_gated, valley, write
 
 CONDITION = get_operation("hydrology.condition")
 FLOW_DIRECTION = get_operation("hydrology.flow_direction")
@@ -307,6 +311,47 @@ def test_d8_dam_cell_beside_a_kept_pit_drains_to_its_lower_neighbour(
     d8 = read(workspace_dir / "d8.tif")
     assert (d8[2, 4], d8[2, 3]) == (1, 0)
     assert result.sink_cells == 1
+
+
+# The gate
+
+
+@pytest.fixture
+def gate(workspace_dir: Path) -> Gate:
+    return Gate(
+        JustificationStore(workspace_dir / ".preflight"), PromptLibrary.default(), next_action="persist"
+    )
+
+
+def test_a_d8_justification_does_not_unlock_dinf_or_mfd(
+    ctx: OperationContext, workspace_dir: Path, gate: Gate
+) -> None:
+    """Guards against one routing's justification unlocking another: single-flow and multiple-flow
+    are different hydrology, so dinf and mfd each ask for their own, naming the routing."""
+    write(workspace_dir / "funnel.tif", funnel())
+    args = {"dem": "funnel.tif", "dst": "dir.tif"}
+    with pytest.raises(ReflectionRequired) as missing:
+        invoke(FLOW_DIRECTION, ctx, gate, args)
+    answer(gate, missing.value.hints[0])
+    for routing in ("dinf", "mfd"):
+        with pytest.raises(ReflectionRequired) as again:
+            invoke(FLOW_DIRECTION, ctx, gate, {**args, "routing": routing})
+        assert again.value.hints[0].prompt_args == {"routing": routing}
+
+
+def test_a_fill_justification_does_not_unlock_breach_or_fill_flats(
+    ctx: OperationContext, workspace_dir: Path, gate: Gate
+) -> None:
+    """Guards against 'fill' unlocking a cut through terrain or a drained flat: each method asks."""
+    write(workspace_dir / "pit.tif", depression())
+    args = {"dem": "pit.tif", "dst": "c.tif"}
+    with pytest.raises(ReflectionRequired) as missing:
+        invoke(CONDITION, ctx, gate, args)
+    answer(gate, missing.value.hints[0])
+    for method in ("breach", "fill_flats"):
+        with pytest.raises(ReflectionRequired) as again:
+            invoke(CONDITION, ctx, gate, {**args, "method": method})
+        assert again.value.hints[0].prompt_args == {"method": method, "max_depth": "none"}
 
 
 # Through a real server
