@@ -143,6 +143,21 @@ def test_dinf_splits_by_the_angle_between_the_two_neighbours(
     assert read(workspace_dir / "acc.tif")[5, 0] == pytest.approx(1.0 + north_share, abs=1e-6)
 
 
+def test_dinf_routes_around_nodata_and_keeps_it(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against flow sent into a nodata hole or nodata given an angle: on the south-facing plane
+    with a hole at (3, 3), the cell above it has no facet through the hole; of the two steepest left
+    (E-SE and W-SW, both falling 1 m over a diagonal) the first, towards south-east, wins: 135. The
+    hole stays NaN in both outputs, and the bottom row still gathers all 48 valid cells."""
+    z = plane(-1.0, 0.0)
+    z[3, 3] = -9999.0
+    write(workspace_dir / "holed.tif", z, nodata=-9999.0)
+    call(FLOW_DIRECTION, ctx, dem="holed.tif", dst="dinf.tif", routing="dinf")
+    call(FLOW_ACCUMULATION, ctx, flow_dir="dinf.tif", dst="acc.tif")
+    angles, acc = read(workspace_dir / "dinf.tif"), read(workspace_dir / "acc.tif")
+    assert angles[2, 3] == 135.0 and np.isnan(angles[3, 3]) and np.isnan(acc[3, 3])
+    assert math.isclose(float(acc[-1].sum()), 48.0, rel_tol=1e-12)
+
+
 def test_dinf_accumulates_weights_along_the_split_flow(ctx: OperationContext, workspace_dir: Path) -> None:
     """Guards against weights ignored for dinf: with 2 in every cell, the bottom row of the south-facing
     plane holds 2 x 7 rows = 14, and the result says weights."""
