@@ -220,3 +220,35 @@ async def test_a_sampled_justification_is_shown_as_such_in_reports_and_provenanc
     assert {entry["answered_by"] for entry in reported} == {"sampling: fake-7b"}
     record = json.loads((workspace_dir / "rgb_4326.tif.provenance.json").read_text())
     assert {j["answered_by"] for j in record["x-llmc:justifications"]} == {"sampling: fake-7b"}
+
+
+class Cancelling(Model):
+    """A host model that never answers: the client cancels the call while the server waits on it."""
+
+    def __init__(self) -> None:
+        super().__init__(delay=600.0)
+        self.asked = anyio.Event()
+
+    async def __call__(self, ctx: Any, params: Any) -> CreateMessageResult:
+        self.asked.set()
+        return await super().__call__(ctx, params)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_cancelled_while_the_server_samples_stops_and_leaves_nothing(
+    code_settings: Settings, workspace_dir: Path, era: str
+) -> None:
+    """Guards against a worker left waiting on a question nobody will answer, or half a decision
+    stored, when the client cancels during sampling; the session goes on serving."""
+    model = Cancelling()
+    async with Client(build_server(code_settings), mode=era, sampling_callback=model) as client:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "execute_code", {"code": CODE})
+            with anyio.fail_after(60):
+                await model.asked.wait()
+            tasks.cancel_scope.cancel()
+        after = structured(await client.call_tool("execute_code", {"code": "1 + 1"}))
+    assert after["ok"] and after["result"] == 2
+    assert records(workspace_dir) == []
+    assert not (workspace_dir / "rgb_4326.tif").exists()
+    assert not list(workspace_dir.glob("*.partial-*")) and not list(workspace_dir.glob(".rgb_4326*"))

@@ -146,6 +146,7 @@ class ResumableCalls:
         digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
         token = ctx.request_state
         if token is None:
+            await self._abandon(session)
             call = _Call(secrets.token_urlsafe(24), session, digest)
             self._calls[call.token] = call
             call.task = asyncio.get_running_loop().create_task(
@@ -186,6 +187,20 @@ class ResumableCalls:
             pending = {key: q.request for key, q in call.questions.items() if not q.answered.done()}
             if pending:  # else the question timed out meanwhile: the work went on without it
                 return InputRequiredResult(input_requests=pending, request_state=call.token)
+
+    async def _abandon(self, session: str | None) -> None:
+        """A new call of a session whose paused call still waits for the client: the client gave
+        that one up (it asks one thing at a time; a retry would carry the token), so stop it now
+        rather than let it hold the session's worker until its question times out."""
+        waiting = [c for c in self._calls.values() if c.session == session and c.questions_pending()]
+        for call in waiting:
+            self._calls.pop(call.token, None)
+            if call.task is not None:
+                call.task.cancel()
+        for call in waiting:
+            if call.task is not None:
+                with contextlib.suppress(BaseException):
+                    await call.task
 
     async def end_session(self, session: str | None) -> None:
         """The session's connection ended: stop its paused calls (their workers go with them)."""
