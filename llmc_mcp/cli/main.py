@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from llmc_mcp import __version__
 from llmc_mcp.cli import justifications
-from llmc_mcp.workflows import cli as workflows_cli
+from llmc_mcp.cli import workflows as workflows_cli
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ENV = "[env]"
