@@ -128,7 +128,9 @@ def build_code_server(runtime: Runtime) -> MCPServer:
 
         if needs_resuming(ctx, settings.reflection, settings.min_confidence):
             arguments = {"code": code, "reset": reset, "session": session}
-            return await calls.run(ctx, session_key(ctx), arguments, work)
+            # A stateless client's session is its handle, when it passes one back.
+            owner = session_key(ctx) or (f"handle:{session}" if session else None)
+            return await calls.run(ctx, owner, arguments, work)
         return await work()
 
     for name in ("00_INIT", "read_stubs", "execute_code"):

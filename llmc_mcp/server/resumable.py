@@ -192,6 +192,8 @@ class ResumableCalls:
         """A new call of a session whose paused call still waits for the client: the client gave
         that one up (it asks one thing at a time; a retry would carry the token), so stop it now
         rather than let it hold the session's worker until its question times out."""
+        if session is None:
+            return  # stateless calls share no session: one caller's new call says nothing of another's
         waiting = [c for c in self._calls.values() if c.session == session and c.questions_pending()]
         for call in waiting:
             self._calls.pop(call.token, None)
