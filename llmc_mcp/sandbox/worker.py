@@ -323,7 +323,7 @@ class ChannelHost:
 
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations import OperationContext
-    from llmc_mcp.operations.gdal_env import disable_network, unexpected_drivers
+    from llmc_mcp.operations.gdal_env import disable_network, libgdal, unexpected_drivers
     from llmc_mcp.operations.progress import tracking
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
@@ -335,6 +335,9 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
 
     refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
+    # Found before confinement: without rasterio's wheel it is read from /proc/self/maps, which
+    # Landlock then refuses (raster.convert's progress calls GDAL through it).
+    libgdal()
     host = ChannelHost(channel)
     context = OperationContext(
         Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host)
