@@ -38,7 +38,7 @@ from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import AreaMethod, GeoreferencingChoice, RasterArea, ValueArea
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
 CHUNK_CELLS = 1 << 20
 """Cells read at once."""
@@ -376,10 +376,7 @@ def _check_grid(ds: DatasetReader, shown: str) -> CRS:
 
 def _windows(width: int, height: int) -> Iterator[Window]:
     cols = min(width, CHUNK_CELLS)
-    rows = max(1, min(height, CHUNK_CELLS // cols))
-    for row in range(0, height, rows):
-        for col in range(0, width, cols):
-            yield Window(col, row, min(cols, width - col), min(rows, height - row))
+    return grid_windows(Window(0, 0, width, height), max(1, min(height, CHUNK_CELLS // cols)), cols)
 
 
 def _merge(

@@ -45,7 +45,7 @@ from llmc_mcp.operations.raster.output import (
     _write_atomically,
     creation_options,
 )
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
 CalcDtype = Literal["float32", "float64", "uint8", "uint16", "int16", "uint32", "int32"]
 """Output data types. Float outputs keep fractions; integer outputs are rounded (half to even)."""
@@ -612,9 +612,7 @@ class _CalcPlan:
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:
-    for row in range(0, height, WINDOW_ROWS):
-        for col in range(0, width, WINDOW_COLS):
-            yield Window(col, row, min(WINDOW_COLS, width - col), min(WINDOW_ROWS, height - row))
+    return grid_windows(Window(0, 0, width, height), WINDOW_ROWS, WINDOW_COLS)
 
 
 def _note(bound: Sequence[_Bound], physical: bool, dtype: np.dtype) -> str:

@@ -52,6 +52,7 @@ from llmc_mcp.operations.raster.output import (
     creation_options,
     single_dtype,
 )
+from llmc_mcp.operations.raster.pixels import grid_windows
 from llmc_mcp.operations.raster.reproject import _output_nodata, carry_metadata
 
 if TYPE_CHECKING:
@@ -480,14 +481,7 @@ class _ClipPlan:
 
 
 def _windows(area: Window) -> Iterator[Window]:
-    for row in range(int(area.row_off), int(area.row_off + area.height), WINDOW_ROWS):
-        for col in range(int(area.col_off), int(area.col_off + area.width), WINDOW_COLS):
-            yield Window(
-                col,
-                row,
-                min(WINDOW_COLS, int(area.col_off + area.width) - col),
-                min(WINDOW_ROWS, int(area.row_off + area.height) - row),
-            )
+    return grid_windows(area, WINDOW_ROWS, WINDOW_COLS)
 
 
 def _note(

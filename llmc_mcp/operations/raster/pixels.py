@@ -9,7 +9,7 @@ absolute path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +55,13 @@ def read_valid(
     if raw.dtype.kind in "fc":
         valid &= np.isfinite(raw)
     return raw, valid
+
+
+def grid_windows(area: Window, rows: int, cols: int) -> Iterator[Window]:
+    """``area`` cut into windows of at most ``rows`` x ``cols``, row by row: the streaming unit of the
+    operations that read or write in windows (their sizes are theirs: a row of output tiles, a budget
+    of cells)."""
+    row_end, col_end = int(area.row_off + area.height), int(area.col_off + area.width)
+    for row in range(int(area.row_off), row_end, rows):
+        for col in range(int(area.col_off), col_end, cols):
+            yield Window(col, row, min(cols, col_end - col), min(rows, row_end - row))

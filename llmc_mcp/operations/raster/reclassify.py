@@ -41,7 +41,7 @@ from llmc_mcp.operations.raster.output import (
     _write_atomically,
     creation_options,
 )
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
 ClassDtype = Literal["uint8", "uint16", "int16", "uint32", "int32"]
 """Integer output types, in the order the smallest fitting one is chosen. int8 is left out: GDAL
@@ -417,9 +417,7 @@ class _ReclassPlan:
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:
-    for row in range(0, height, WINDOW_ROWS):
-        for col in range(0, width, WINDOW_COLS):
-            yield Window(col, row, min(WINDOW_COLS, width - col), min(WINDOW_ROWS, height - row))
+    return grid_windows(Window(0, 0, width, height), WINDOW_ROWS, WINDOW_COLS)
 
 
 def _note(

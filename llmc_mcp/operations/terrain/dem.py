@@ -44,7 +44,7 @@ from llmc_mcp.operations.raster.output import (
     _write_atomically,
     creation_options,
 )
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
 WINDOW_ROWS = 512
 WINDOW_COLS = 1024
@@ -313,9 +313,7 @@ class TerrainPlan:
 
 
 def windows(width: int, height: int) -> Iterator[Window]:
-    for row in range(0, height, WINDOW_ROWS):
-        for col in range(0, width, WINDOW_COLS):
-            yield Window(col, row, min(WINDOW_COLS, width - col), min(WINDOW_ROWS, height - row))
+    return grid_windows(Window(0, 0, width, height), WINDOW_ROWS, WINDOW_COLS)
 
 
 def _z_factor(
