@@ -17,6 +17,7 @@ import pytest
 import rasterio
 from affine import Affine
 from mcp import Client
+from pyproj import Transformer
 
 from llmc_mcp.config import Settings
 from llmc_mcp.provenance.conformance import SPEC_VERSION, problems
@@ -299,3 +300,25 @@ async def test_a_failed_rewrite_keeps_the_record_of_the_output_that_stands(
     before = (workspace_dir / "out.tif.provenance.json").read_bytes()
     assert (await client.call_tool("raster_convert", {"src": "corrupt.tif", "dst": "out.tif"})).is_error
     assert (workspace_dir / "out.tif.provenance.json").read_bytes() == before
+
+
+async def test_a_vector_mask_is_an_input_of_the_record_with_its_layer(
+    client: Client, workspace_dir: Path
+) -> None:
+    """Guards against a record that lists the rasters read and forgets the polygons that cut them."""
+    constant(workspace_dir / "a.tif", 2.0)
+    to_lonlat = Transformer.from_crs("EPSG:32618", "EPSG:4326", always_xy=True)
+    ring = [
+        to_lonlat.transform(x, y)
+        for x, y in [(500_000, 4_499_950), (500_040, 4_499_950), (500_040, 4_500_000), (500_000, 4_500_000)]
+    ]
+    ring.append(ring[0])
+    polygon = {"type": "Feature", "properties": {}, "geometry": {"type": "Polygon", "coordinates": [ring]}}
+    mask = workspace_dir / "zone.geojson"
+    mask.write_text(json.dumps({"type": "FeatureCollection", "features": [polygon]}))
+    result = await client.call_tool("raster_clip", {"src": "a.tif", "dst": "cut.tif", "mask": "zone.geojson"})
+    assert not result.is_error, text(result)
+    inputs = {item["path"]: item for item in record_of(workspace_dir / "cut.tif")["inputs"]}
+    assert set(inputs) == {"a.tif", "zone.geojson"}
+    assert inputs["zone.geojson"]["sha256"] == sha256(mask) and inputs["zone.geojson"]["crs"] == "EPSG:4326"
+    assert inputs["zone.geojson"]["layer"]

@@ -36,6 +36,7 @@ from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused
 from llmc_mcp.operations.crs import _area_of_interest, _choose, _describe_transformer
 from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, deregister_in, translate_gdal_error
 from llmc_mcp.operations.models import TransformOperation
+from llmc_mcp.provenance.capture import note_input
 
 if TYPE_CHECKING:
     import rasterio.crs
@@ -127,6 +128,7 @@ def read_polygons(
         _check_info(info, driver, path, argument, chosen, field)
         geometries, values = _read_features(ctx, pyogrio, resolved, path, argument, chosen, field)
     source = _source_crs(info["crs"], path, argument)
+    note_input(ctx.workspace.relative(resolved), resolved, source.to_wkt(), chosen)
     geometries, repaired = _check_geometries(geometries, path, argument)
     target = CRS.from_wkt(target_crs.to_wkt())
     operation: TransformOperation | None = None
