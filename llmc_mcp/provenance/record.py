@@ -21,6 +21,7 @@ import json
 import sys
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import pyproj
 import rasterio
 from pyproj import Transformer
 from pyproj.exceptions import ProjError
+from rasterio.io import DatasetReader
 
 from llmc_mcp import __version__
 from llmc_mcp.crs_text import identify, parse_crs
@@ -53,16 +55,28 @@ _LIBRARIES = {
 operations that need it (import name -> distribution name)."""
 
 
-def write_beside(tmp: Path, dst: str, invocation: Invocation) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Written:
+    """What the record says of the output, taken from the read-back's open of it (not a new one)."""
+
+    crs_wkt: str | None
+    width: int
+    height: int
+    count: int
+
+    @classmethod
+    def of(cls, ds: DatasetReader) -> Written:
+        return cls(ds.crs.to_wkt() if ds.crs else None, ds.width, ds.height, ds.count)
+
+
+def write_beside(tmp: Path, dst: str, invocation: Invocation, written: Written) -> dict[str, Any]:
     """Write the record of the checked temporary output ``tmp`` (to become ``dst``); return it.
 
     Raises ``ValueError`` if the record would not conform: a record that fails the format is a bug
     here, and the write fails rather than leaving an audit trail nobody can read.
     """
-    with rasterio.open(tmp) as written:
-        crs = _label(written.crs.to_wkt()) if written.crs else None
-        shape = (written.height, written.width)
-        count = written.count
+    crs = _label(written.crs_wkt) if written.crs_wkt else None
+    shape, count = (written.height, written.width), written.count
     inputs = [_input(seen) for seen in invocation.inputs.values()]
     record: dict[str, Any] = {
         "spec_version": SPEC_VERSION,

@@ -53,7 +53,7 @@ from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
 from llmc_mcp.provenance import capture as provenance_capture
-from llmc_mcp.provenance.record import RECORD_SUFFIX, failure_record, write_beside
+from llmc_mcp.provenance.record import RECORD_SUFFIX, Written, failure_record, write_beside
 
 log = logging.getLogger(__name__)
 
@@ -148,14 +148,14 @@ def _write_atomically(
                 planned.write(source, tmp)
             messages.check()
             with gdal_messages() as messages:
-                _read_every_block(ctx, tmp)
+                written = _read_every_block(ctx, tmp)
             messages.check()
         except (*GDAL_ERRORS, OSError, GdalComplaint) as exc:
             raise _write_error(ctx, exc, grant, limit, src_path, dst_path, tmp) from None
         invocation = provenance_capture.current()
         if invocation is not None:
             # A sidecar of the temporary file: the commit moves it onto dst with the output.
-            write_beside(tmp, grant.dst, invocation)
+            write_beside(tmp, grant.dst, invocation, written)
         guard.commit(grant)
     except BaseException as exc:
         # The server deletes the temporary file, its sidecars and the folders this write created.
@@ -261,8 +261,9 @@ VERIFY_CHUNK_BYTES = 8 * 1024 * 1024
 """Pixels read at once when re-reading a written file: whole rows of blocks, about this many bytes."""
 
 
-def _read_every_block(ctx: OperationContext, path: Path) -> None:
-    """Re-open ``path`` with the allowed drivers and decode every block of every band, mask and overview.
+def _read_every_block(ctx: OperationContext, path: Path) -> Written:
+    """Re-open ``path`` with the allowed drivers and decode every block of every band, mask and overview;
+    what the provenance record says of the output comes from this open.
 
     A write that ran out of space can leave offsets pointing past the end of the file, or blocks
     never written, and still close without an exception; reading everything back is the one check
@@ -273,9 +274,11 @@ def _read_every_block(ctx: OperationContext, path: Path) -> None:
         check_dataset(ctx, ds, path, "dst")
         _read_blocks(ds)
         levels = len(ds.overviews(1))
+        written = Written.of(ds)
     for level in range(levels):
         with DatasetReader(str(path), driver=list(READ_DRIVERS), sharing=False, overview_level=level) as ds:
             _read_blocks(ds)
+    return written
 
 
 def _read_blocks(ds: DatasetReader) -> None:
