@@ -24,47 +24,16 @@ from llmc_mcp.errors import InvalidArgument, PathRefused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
+from tests.rasters import NORTH_UP, write
 
 CALC = get_operation("raster.calc")
 SAMPLE = get_operation("raster.sample")
 calc_module = importlib.import_module("llmc_mcp.operations.raster.calc")  # the package exports the Operation
-NORTH_UP = Affine(10.0, 0.0, 500_000.0, 0.0, -10.0, 4_500_000.0)
 H, W = 30, 40
 
 
 def call(op: Any, ctx: OperationContext, **args: Any) -> Any:
     return op.run(ctx, op.validate(args))
-
-
-def write(
-    path: Path,
-    data: np.ndarray,
-    *,
-    transform: Affine = NORTH_UP,
-    nodata: float | None = None,
-    scales: tuple[float, ...] | None = None,
-    offsets: tuple[float, ...] | None = None,
-    crs: str = "EPSG:32618",
-    tags: dict[str, str] | None = None,
-    block: int = 16,
-) -> Path:
-    """A tiled GeoTIFF from a (bands, rows, cols) array, with optional nodata, scale and offset."""
-    data = data if data.ndim == 3 else data[None]
-    count, height, width = data.shape
-    profile = {
-        "driver": "GTiff", "width": width, "height": height, "count": count, "dtype": data.dtype.name,
-        "crs": crs, "transform": transform, "nodata": nodata, "tiled": True,
-        "blockxsize": block, "blockysize": block,
-    }  # fmt: skip
-    with rasterio.open(path, "w", **profile) as ds:
-        if tags:
-            ds.update_tags(**tags)
-        ds.write(data)
-        if scales is not None:
-            ds.scales = scales
-        if offsets is not None:
-            ds.offsets = offsets
-    return path
 
 
 def read(path: Path) -> np.ndarray:

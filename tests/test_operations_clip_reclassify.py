@@ -26,12 +26,12 @@ from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.raster.output import data_kind
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
+from tests.rasters import NORTH_UP, write
 
 RECLASSIFY = get_operation("raster.reclassify")
 CLIP = get_operation("raster.clip")
 reclassify_module = importlib.import_module("llmc_mcp.operations.raster.reclassify")
 clip_module = importlib.import_module("llmc_mcp.operations.raster.clip")
-NORTH_UP = Affine(10.0, 0.0, 500_000.0, 0.0, -10.0, 4_500_000.0)
 SOUTH_UP = Affine(10.0, 0.0, 500_000.0, 0.0, 10.0, 4_499_700.0)
 """The same 40 x 30 footprint as NORTH_UP, rows stored from the south: row r is NORTH_UP's row 29 - r."""
 H, W = 30, 40
@@ -41,34 +41,6 @@ METRE = Affine(1.0, 0.0, 500_000.0, 0.0, -1.0, 4_500_010.0)
 
 def call(op: Any, ctx: OperationContext, **args: Any) -> Any:
     return op.run(ctx, op.validate(args))
-
-
-def write(
-    path: Path,
-    data: np.ndarray,
-    *,
-    transform: Affine = NORTH_UP,
-    nodata: float | None = None,
-    scales: tuple[float, ...] | None = None,
-    offsets: tuple[float, ...] | None = None,
-    crs: str = "EPSG:32618",
-    block: int = 16,
-) -> Path:
-    """A tiled GeoTIFF from a (rows, cols) array, with optional nodata, scale and offset."""
-    data = data if data.ndim == 3 else data[None]
-    count, height, width = data.shape
-    profile = {
-        "driver": "GTiff", "width": width, "height": height, "count": count, "dtype": data.dtype.name,
-        "crs": crs, "transform": transform, "nodata": nodata, "tiled": True,
-        "blockxsize": block, "blockysize": block,
-    }  # fmt: skip
-    with rasterio.open(path, "w", **profile) as ds:
-        ds.write(data)
-        if scales is not None:
-            ds.scales = scales
-        if offsets is not None:
-            ds.offsets = offsets
-    return path
 
 
 def linear() -> np.ndarray:

@@ -15,14 +15,12 @@ request at the server, ever.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +44,7 @@ from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import Workspace
 from tests.conftest import DATA
 from tests.mcp_helpers import structured, text
+from tests.security.sink import Sink
 
 pytestmark = pytest.mark.anyio
 
@@ -58,32 +57,6 @@ SECRET_PIXEL = 201.0
 
 
 # ------------------------------------------------------------------------------------------ the sink
-
-
-class Sink:
-    """A local HTTP server that records every request; hostile files point their URLs here."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        sink = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                sink.requests.append(self.path)
-                self.send_response(404)
-                self.end_headers()
-
-            do_HEAD = do_POST = do_GET
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
 
 
 def wms_document(url: str) -> str:

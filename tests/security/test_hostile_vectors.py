@@ -10,9 +10,7 @@ naming the problem, no secret reaches the answer and the server saw nothing.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,35 +31,10 @@ from llmc_mcp.operations.vectors import (
     pyogrio_registered_drivers,
     read_polygons,
 )
+from tests.security.sink import Sink
 
 SECRET = "LLMC-VECTOR-SECRET-4e2b"
 UTM = CRS.from_epsg(32631)
-
-
-class Sink:
-    """A local HTTP server that records every request; hostile files point their URLs here."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        sink = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                sink.requests.append(self.path)
-                self.send_response(404)
-                self.end_headers()
-
-            do_HEAD = do_POST = do_GET
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
 
 
 @pytest.fixture
