@@ -66,6 +66,19 @@ class RasterError(LlmcError):
     kind = "raster_error"
 
 
+class Refused(LlmcError):
+    """The inputs can be read, but the answer asked for would be ambiguous, meaningless or wrong.
+
+    A deliberate refusal, not a failure: two georeferencings that disagree, rasters on different
+    grids, zones with no area, a layer with no features. The message names what makes the answer
+    unsafe and the fix names the input or argument that makes it safe. Kept apart from
+    ``raster_error`` (a file GDAL cannot read or write) so that an agent retries the right way:
+    rereading a file never helps here, changing the request does.
+    """
+
+    kind = "refused"
+
+
 class CrsError(LlmcError):
     """A CRS definition could not be understood by PROJ."""
 
