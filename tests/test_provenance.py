@@ -196,6 +196,28 @@ async def test_lineage_follows_bytes_so_a_renamed_copy_is_traced(client: Client,
     assert walked["originals"] == ["a.tif"]
 
 
+async def test_lineage_walks_past_a_byte_identical_copy_to_the_originals(
+    client: Client, workspace_dir: Path
+) -> None:
+    """Guards against a walk keyed on digests alone, which confuses a record with its own input.
+
+    RGB.byte.tif -> eq.tif (convert) -> eq_copy.tif (convert, the same bytes). eq_copy's record names
+    eq.tif, whose digest eq_copy's record also claims: the walk must take eq.tif's own record next and
+    reach RGB.byte.tif, not stop after one step with no originals.
+    """
+    options = {"driver": "GTiff", "compress": "DEFLATE"}
+    for src, dst in (("RGB.byte.tif", "eq.tif"), ("eq.tif", "eq_copy.tif")):
+        result = await client.call_tool("raster_convert", {"src": src, "dst": dst, **options})
+        assert not result.is_error, text(result)
+    assert sha256(workspace_dir / "eq.tif") == sha256(workspace_dir / "eq_copy.tif")
+    walked = structured(await client.call_tool("provenance_lineage", {"path": "eq_copy.tif"}))
+    assert [(s["path"], s["record"]) for s in walked["steps"]] == [
+        ("eq_copy.tif", "eq_copy.tif.provenance.json"),
+        ("eq.tif", "eq.tif.provenance.json"),
+    ]
+    assert walked["originals"] == ["RGB.byte.tif"] and walked["stops"] == []
+
+
 async def test_lineage_stops_at_an_input_edited_since_and_says_so(
     client: Client, workspace_dir: Path
 ) -> None:

@@ -39,27 +39,39 @@ class _Claim:
 
 
 def lineage(workspace: Workspace, name: str) -> Lineage:
-    """The steps that made ``name``, newest first, and where the walk back stopped."""
+    """The steps that made ``name``, newest first, and where the walk back stopped.
+
+    The walk moves from record to record. A digest finds the records that claim it, but a record once
+    walked is never walked again: a byte-identical copy (``convert`` of a file into the same bytes) is
+    claimed by its own record *and* its input's, and a walk keyed on digests alone would take the
+    copy's record for its input's and stop there, reporting no originals.
+    """
     path = workspace.input_path(name, argument="path")
     start = workspace.relative(path)
+    start_digest = sha256_of(path)
     claims, ignored = _records(workspace)
     steps: list[LineageStep] = []
     stops: list[LineageStop] = []
     originals: list[str] = []
-    seen: set[str] = set()
-    queue = deque([(start, sha256_of(path))])
+    walked: set[str] = set()
+    visited: set[tuple[str, str]] = set()
+    queue = deque([(start, start_digest)])
     while queue:
         rel, digest = queue.popleft()
-        if digest in seen:
+        if (rel, digest) in visited:
             continue
-        seen.add(digest)
-        if len(seen) > MAX_STEPS:
+        visited.add((rel, digest))
+        if len(visited) > MAX_STEPS:
             stops.append(LineageStop(path=rel, reason=f"the walk stopped after {MAX_STEPS} files"))
             break
-        claim = claims.get(digest)
-        if claim is None:
-            originals.append(rel)
+        candidates = [claim for claim in claims.get(digest, ()) if claim.record not in walked]
+        if not candidates:
+            if digest not in claims:
+                originals.append(rel)
+            # Otherwise every record claiming these bytes is already in the walk: traced above.
             continue
+        claim = _preferred(candidates, rel)
+        walked.add(claim.record)
         inputs = claim.content.get("inputs", [])
         steps.append(
             LineageStep(
@@ -79,12 +91,18 @@ def lineage(workspace: Workspace, name: str) -> Lineage:
                 queue.append(found)
     return Lineage(
         path=start,
-        sha256=sha256_of(path),
+        sha256=start_digest,
         steps=steps,
         originals=originals,
         stops=stops,
         ignored_records=ignored,
     )
+
+
+def _preferred(candidates: list[_Claim], rel: str) -> _Claim:
+    """The record written beside ``rel`` when it is among the claims (its own history), else the first."""
+    own = f"{rel}{RECORD_SUFFIX}"
+    return next((claim for claim in candidates if claim.record == own), candidates[0])
 
 
 def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | LineageStop:
@@ -105,13 +123,13 @@ def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | Lin
 def conforming_records(workspace: Workspace) -> dict[str, dict[str, Any]]:
     """Every conforming provenance record of the workspace, by its file's workspace-relative name."""
     claims, _ = _records(workspace)
-    return {claim.record: claim.content for claim in claims.values()}
+    return {claim.record: claim.content for found in claims.values() for claim in found}
 
 
-def _records(workspace: Workspace) -> tuple[dict[str, _Claim], list[str]]:
+def _records(workspace: Workspace) -> tuple[dict[str, list[_Claim]], list[str]]:
     """Conforming records by the output digest they claim; the names of the records not believed."""
     found, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)
-    claims: dict[str, _Claim] = {}
+    claims: dict[str, list[_Claim]] = {}
     ignored: list[str] = []
     for rel, entry in found[:MAX_RECORDS]:
         content = _read(Path(entry.path))
@@ -119,7 +137,7 @@ def _records(workspace: Workspace) -> tuple[dict[str, _Claim], list[str]]:
         if content is None or problems(content) or not isinstance(digest, str):
             ignored.append(rel)
             continue
-        claims.setdefault(digest, _Claim(rel, content))
+        claims.setdefault(digest, []).append(_Claim(rel, content))
     return claims, ignored
 
 
