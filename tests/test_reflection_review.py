@@ -177,14 +177,15 @@ async def test_a_declined_sampled_justification_falls_back_to_hints(
 
 
 async def start_area_statistics(client: Client, workspace_dir: Path) -> dict[str, Any]:
-    """The built-in area_statistics workflow, answered up to its CRS step (classic face)."""
+    """The built-in area_statistics workflow, answered up to its CRS step (classic face): the goal
+    needs a new grid."""
     started = await client.call_tool(
         "workflow_start",
         {
             "name": "area_statistics",
             "inputs": [
                 {"name": "raster", "value": "RGB.byte.tif"},
-                {"name": "goal", "value": "area"},
+                {"name": "goal", "value": "area in EPSG:6933"},
                 {"name": "output", "value": "ea.tif"},
             ],
         },
@@ -192,7 +193,9 @@ async def start_area_statistics(client: Client, workspace_dir: Path) -> dict[str
     progress = structured(started)
     action = progress["next_action"]
     answer = {**action["arguments"], "answer": "EPSG:32618, 30 m cells, three uint8 bands of reflectance."}
-    return structured(await client.call_tool(action["tool"], answer))
+    grid = structured(await client.call_tool(action["tool"], answer))
+    action = grid["next_action"]
+    return structured(await client.call_tool(action["tool"], {**action["arguments"], "answer": "new grid"}))
 
 
 @pytest.mark.parametrize("approve", [True, False])

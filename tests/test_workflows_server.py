@@ -187,7 +187,10 @@ async def test_area_statistics_stores_both_justifications_so_the_reprojection_ru
     async with Client(build_server(Settings(mode=face, workspace=workspace_dir))) as client:
         agent = Agent(client, face)
         first = await agent.start(
-            "area_statistics", raster=classes_tif, goal="area of each class", output="out/ea.tif"
+            "area_statistics",
+            raster=classes_tif,
+            goal="deliver the classes in EPSG:6933 with the area of each",
+            output="out/ea.tif",
         )
 
         async def reproject(progress: dict[str, Any]) -> str:
@@ -212,10 +215,11 @@ async def test_area_statistics_stores_both_justifications_so_the_reprojection_ru
                 "inspect": lambda p: (
                     "EPSG:4326, 0.01 degree cells, uint8 classes 1 and 2 with a colour table."
                 ),
+                "grid": lambda p: "new grid",
                 "crs": lambda p: justification("EPSG:6933"),
                 "resampling": lambda p: justification("nearest"),
                 "reproject": reproject,
-                "measure": measure,
+                "measure_new_grid": measure,
                 "report": lambda p: "Two classes of equal area.",
             },
         )
@@ -228,6 +232,49 @@ async def test_area_statistics_stores_both_justifications_so_the_reprojection_ru
     assert [r.parent.name for r in records].count("resampling") == 1
     stored = json.loads(next(r for r in records if r.parent.name == "resampling").read_text())
     assert stored["prompt_args"] == {"method": "nearest", "data": "categorical", "purpose": "warping"}
+
+
+@pytest.mark.parametrize("face", FACES)
+async def test_area_statistics_measures_on_the_native_grid_when_the_goal_needs_no_new_grid(
+    workspace_dir: Path, classes_tif: str, face: str
+) -> None:
+    """Guards against a workflow that warps for no reason: areas of categorical data measured after a
+    reprojection to an equal-area CRS differ from the ground areas raster.area gives on the native
+    grid (any CRS). Answered 'native', the run measures the raster itself, asks no CRS or resampling
+    question, stores no justification and writes no copy."""
+    async with Client(build_server(Settings(mode=face, workspace=workspace_dir))) as client:
+        agent = Agent(client, face)
+        first = await agent.start(
+            "area_statistics", raster=classes_tif, goal="area of each class", output="out/ea.tif"
+        )
+        asked: list[str] = []
+
+        async def measure(progress: dict[str, Any]) -> str:
+            assert f"raster.area(path='{classes_tif}')" in progress["instruction"]
+            return json.dumps(await agent.op("raster.area", path=classes_tif))[:2000]
+
+        def answer(step: str, value: Any) -> Callable[[dict[str, Any]], Any]:
+            def produce(progress: dict[str, Any]) -> Any:
+                asked.append(step)
+                return value(progress) if callable(value) else value
+
+            return produce
+
+        done = await walk(
+            agent,
+            first,
+            {
+                "inspect": answer("inspect", "EPSG:4326, 0.01 degree cells, uint8 classes 1 and 2."),
+                "grid": answer("grid", "native"),
+                "measure": answer("measure", measure),
+                "report": answer("report", "Two classes of equal area."),
+            },
+        )
+        native = await agent.op("raster.area", path=classes_tif)
+    assert asked == ["inspect", "grid", "measure", "report"]
+    assert json.loads(done["results"]["measurements"]) == native
+    assert not (workspace_dir / "out").exists()
+    assert not list((workspace_dir / ".preflight").rglob("justifications/*/*.json"))
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -395,6 +442,7 @@ async def test_a_bad_justification_gets_every_problem_and_the_same_step_again(
         agent = Agent(client, face)
         progress = await agent.start("area_statistics", raster=classes_tif, goal="areas", output="o.tif")
         progress = await agent.answer(progress, "Geographic, categorical.")
+        progress = await agent.answer(progress, "new grid")
         bad = justification("EPSG:6933")
         bad["intent"] = "ok"
         bad["confidence"] = "certain"

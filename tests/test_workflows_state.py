@@ -106,9 +106,10 @@ def test_a_requires_step_makes_the_gated_call_a_cache_hit(workspace: Workspace) 
 
     progress = invoke(
         get_operation("workflows.start"), ctx, gate,
-        {"name": "area_statistics", "inputs": {"raster": "t.tif", "goal": "mean", "output": "o.tif"}},
+        {"name": "area_statistics", "inputs": {"raster": "t.tif", "goal": "mean in 6933", "output": "o.tif"}},
     ).model_dump(mode="json")  # fmt: skip
     progress = submit(progress, "Geographic, float32 measurements.")
+    progress = submit(progress, "new grid")
     for method in ("epsg:6933", "bilinear"):
         progress = submit(
             progress,
