@@ -108,11 +108,12 @@ def test_a_valley_drains_every_cell_to_its_outlet(
 
 def test_flow_directions_are_esri_codes(ctx: OperationContext, workspace_dir: Path, dem: str) -> None:
     """Guards against an undocumented encoding: above the outlet the floor drains south (4), a wall cell
-    beside the floor's bottom drains south-east or south-west (2, 8) diagonally down to the outlet, the
-    outlet drains off the grid (0) and the top-left corner into the valley (2, south-east)."""
+    beside the floor's bottom (11 m) drains east or west (1, 16) to the floor, 10 m down over 10 m,
+    which is steeper than 11 m over 14.1 m to the outlet diagonally, the outlet drains off the grid (0)
+    and the top-left corner into the valley (2, south-east)."""
     result = call(FLOW_DIRECTION, ctx, dem=dem, dst="d8.tif")
     d8 = read(workspace_dir / "d8.tif")
-    assert (d8[5, 4], d8[5, 3], d8[5, 5], d8[6, 4], d8[0, 0]) == (4, 2, 8, 0, 2)
+    assert (d8[5, 4], d8[5, 3], d8[5, 5], d8[6, 4], d8[0, 0]) == (4, 1, 16, 0, 2)
     assert result.outlet_cells == 1 and result.sink_cells == 0
     assert "1 E, 2 SE, 4 S" in result.encoding
 

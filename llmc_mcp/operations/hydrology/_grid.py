@@ -26,11 +26,14 @@ from typing import Any
 
 import numpy as np
 import rasterio
+from pyproj import Geod, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
@@ -56,6 +59,10 @@ D8_ENCODING = (
     "grid); 0 = drains nowhere (an outlet on the grid's or data's edge, or an interior pit); 247 = nodata"
 )
 OUTPUT_BLOCK = 512
+MAX_SHAPE_SPREAD = 0.01
+"""How far (relative) the ratios of a row's neighbour distances may differ between its ends and its
+middle, where they are measured: beyond, the projection changes the cells' ground shape across the
+grid (a wide equal-area grid far from its centre) and one set of distances per row would be wrong."""
 ROUTING_TAG = "LLMC_ROUTING"
 """Band tag recording a flow direction grid's routing ('d8', 'dinf', 'mfd'): accumulation reads each
 differently, and an MFD mask of single receivers holds valid D8 codes."""
@@ -133,6 +140,81 @@ def check_square(ds: DatasetReader, shown: str, argument: str, routing: str) -> 
             "cells only.",
             fix="Resample to square cells (raster.reproject with one resolution), or use routing 'd8'.",
         )
+
+
+@dataclass(frozen=True)
+class NeighbourDistances:
+    """Ground distances (metres; the grid's own unit without a CRS) between cell centres, per row.
+
+    ``east[r]``: from a cell of row r to its east (and west) neighbour. ``south[r]``, ``south_east[r]``,
+    ``south_west[r]``: from a cell of row r to its neighbour below, below-right and below-left (row
+    r + 1; the last row's are unused); a cell's neighbours above are row r - 1's below, seen from the
+    other end. "South" and "east" are grid directions (next row, next column).
+    """
+
+    east: np.ndarray
+    south: np.ndarray
+    south_east: np.ndarray
+    south_west: np.ndarray
+
+
+def neighbour_distances(ds: DatasetReader, shown: str, argument: str) -> NeighbourDistances:
+    """The ground distances to each row's neighbours, on the CRS's ellipsoid between unprojected centres.
+
+    Geodesics between the centres measure any CRS alike: a geographic grid's east-west distance shrinks
+    with latitude row by row, and a projection's scale (Mercator, equal-area grids) is undone. They
+    are measured in the middle column and checked at both ends of each row: a projection that changes
+    the cells' ground shape along a row by more than MAX_SHAPE_SPREAD is refused. Without a CRS the
+    cell's width and height are taken as lengths in one unit.
+    """
+    t = ds.transform
+    rows = np.arange(ds.height, dtype="float64")
+    if ds.crs is None:
+        width, height = abs(t.a), abs(t.e)
+        diagonal = math.hypot(width, height)
+        full = np.ones_like(rows)
+        return NeighbourDistances(width * full, height * full, diagonal * full, diagonal * full)
+    horizontal = _horizontal(parse_crs(ds.crs.to_wkt()))
+    ellipsoid = horizontal.ellipsoid
+    if ellipsoid is None:
+        raise Refused(
+            f"{argument}: '{shown}' is in {horizontal.name!r}, which has no ellipsoid, so the ground "
+            "distances between its cells, which D8 divides drops by, are unknown.",
+            fix="Assign or reproject to a geographic or projected CRS with a datum (raster.reproject).",
+        )
+    geod = Geod(a=ellipsoid.semi_major_metre, b=ellipsoid.semi_minor_metre)
+    to_geo = Transformer.from_crs(horizontal, geographic_degrees(horizontal), always_xy=True)
+
+    def measure(col: int) -> np.ndarray:
+        """east, south, south_east, south_west from the cells of column ``col`` (rows of a 4 x rows array)."""
+        corners = [(col + dc + 0.5, rows + dr + 0.5) for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1))]
+        lonlat = [to_geo.transform(*(t @ corner), errcheck=False) for corner in corners]
+        pairs = ((0, 1), (0, 2), (0, 3), (1, 2))
+        return np.array([geod.inv(*lonlat[a], *lonlat[b])[2] for a, b in pairs])
+
+    middle = measure(ds.width // 2)
+    used = np.ones(middle.shape, dtype=bool)
+    used[1:, -1] = False  # the last row has no row below
+    if not (np.isfinite(middle[used]) & (middle[used] > 0)).all():
+        raise Refused(
+            f"{argument}: '{shown}' has rows whose cells have no ground size (past a pole, or outside "
+            "the area its projection covers), so D8 slopes cannot be measured there.",
+            fix="Clip the DEM to the area its CRS covers (raster.clip), or reproject it.",
+        )
+    if ds.width > 1 and ds.height > 1:
+        shape = middle[:, :-1] / middle[1, :-1]
+        for col in (0, ds.width - 2):
+            end = measure(col)
+            spread = float(np.nanmax(np.abs(end[:, :-1] / end[1, :-1] / shape - 1.0)))
+            if not spread <= MAX_SHAPE_SPREAD:  # NaN (an end outside the projection's area) too
+                raise Refused(
+                    f"{argument}: in '{shown}' ({horizontal.name!r}) the ground shape of the cells changes "
+                    f"by {spread:.1%} along a row, so one set of neighbour distances per row would "
+                    "misjudge which neighbour is steepest.",
+                    fix="Reproject the DEM to a conformal CRS (its UTM zone) or to geographic "
+                    "coordinates (EPSG:4326), where cell shapes are constant along rows.",
+                )
+    return NeighbourDistances(*middle)
 
 
 def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:

@@ -2,7 +2,15 @@
 
 No MIT-compatible library implements D-infinity, MFD, an epsilon priority flood or least-cost breaching
 (DD-MCP-067: whitebox-workflows links AGPL-3.0 crates; richdem, pysheds and TopoToolbox are GPL), so
-these are numba loops over the whole grid (DD-MCP-068):
+these are numba loops over the whole grid (DD-MCP-068). D8 by steepest descent is one too (DD-MCP-069):
+pyflwdir's D8 comes out of its priority flood, which sends a cell to its lowest neighbour, not its
+steepest.
+
+- D8, O'Callaghan & Mark (1984), Comput. Vision Graph. 28(3); Jenson & Domingue (1988), Photogramm.
+  Eng. Rem. S. 54(11): each cell drains to the neighbour with the greatest drop per unit of ground
+  distance between the cell centres (a diagonal neighbour is farther, so it must be lower by more);
+  distances come per row (:func:`._grid.neighbour_distances`), so non-square and geographic cells are
+  measured on the ground. Of equal slopes the first in ESRI order (E, SE, S, SW, W, NW, N, NE) wins.
 
 - D-infinity, Tarboton (1997), Water Resour. Res. 33(2): per cell, the steepest downslope direction
   over the 8 triangular facets formed with a cardinal and a diagonal neighbour, as an angle; its flow
@@ -306,25 +314,44 @@ def kernels() -> SimpleNamespace:
                 i = parent[i]
         return out, uncut
 
+    @jit
+    def steepest_d8(
+        z: np.ndarray,
+        valid: np.ndarray,
+        east: np.ndarray,
+        south: np.ndarray,
+        south_east: np.ndarray,
+        south_west: np.ndarray,
+    ) -> np.ndarray:
+        rows, cols = z.shape
+        codes = np.zeros((rows, cols), dtype=np.uint8)
+        distance = np.empty(8, dtype=np.float64)
+        for r in range(rows):
+            # Row r's neighbours above are row r - 1's neighbours below, seen from the other end.
+            above = max(r - 1, 0)
+            distance[0] = distance[4] = east[r]
+            distance[1], distance[2], distance[3] = south_east[r], south[r], south_west[r]
+            distance[5], distance[6], distance[7] = south_east[above], south[above], south_west[above]
+            for c in range(cols):
+                if not valid[r, c]:
+                    continue
+                here = np.float64(z[r, c])
+                best = 0.0
+                for k in range(8):  # ESRI order; a strict > keeps the first of equal slopes
+                    rr, cc = r + DR[k], c + DC[k]
+                    if rr < 0 or rr >= rows or cc < 0 or cc >= cols or not valid[rr, cc]:
+                        continue
+                    slope = (here - np.float64(z[rr, cc])) / distance[k]
+                    if slope > best:
+                        best = slope
+                        codes[r, c] = np.uint8(1 << k)
+        return codes
+
     return SimpleNamespace(
+        steepest_d8=steepest_d8,
         dinf_angles=dinf_angles,
         mfd_mask=mfd_mask,
         accumulate=accumulate,
         fill_flats=fill_flats,
         breach=breach,
     )
-
-
-def lowest_neighbour_codes(z: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every cell, the ESRI code of its lowest strictly lower valid neighbour (0 where none), and
-    whether it has one. Vectorised: eight shifted comparisons."""
-    rows, cols = z.shape
-    padded = np.pad(np.where(valid, z, np.inf), 1, constant_values=np.inf)
-    lowest = np.where(valid, z, np.inf)
-    codes = np.zeros(z.shape, dtype=np.uint8)
-    for k in range(8):
-        shifted = padded[1 + DR[k] : 1 + DR[k] + rows, 1 + DC[k] : 1 + DC[k] + cols]
-        lower = shifted < lowest
-        lowest = np.where(lower, shifted, lowest)
-        codes = np.where(lower, np.uint8(1 << k), codes)
-    return codes, valid & (codes > 0)

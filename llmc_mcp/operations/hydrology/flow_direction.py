@@ -1,18 +1,21 @@
 """``hydrology.flow_direction``: the direction(s) each cell of a DEM drains in, without changing the DEM.
 
-``d8``: pyflwdir derives D8 directions during a priority flood (``fill_depressions``): each cell
-drains to the neighbour the flood reached it from, which on a DEM without depressions is its lowest
-neighbour, and across a flat is the way towards the flat's spill point. Run with the smallest positive
+``d8`` (DD-MCP-069): each cell with a lower neighbour drains to the one down the steepest slope, the
+greatest drop per unit of ground distance between the cell centres (O'Callaghan & Mark 1984, Jenson &
+Domingue 1988; what ArcGIS, GRASS, TauDEM and WhiteboxTools compute). Distances are measured on the
+ellipsoid per row (:func:`._grid.neighbour_distances`), so non-square cells and geographic grids are
+right; equal slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE). A cell without a lower
+neighbour (on a flat, or a pit) takes its direction from pyflwdir's priority flood
+(``fill_depressions``), which crosses a flat towards its spill point. Run with the smallest positive
 ``max_depth``, every cell lower than the cell it was reached from starts a sink instead of being
-raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice).
-pyflwdir also leaves the cell it enters a kept depression from (a dam between the pit and lower ground
-beyond) draining nowhere; such a cell, and any other it leaves at 0 that has a lower neighbour, drains
-to its lowest neighbour instead, so only cells without a lower neighbour are sinks or outlets.
+raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice), and
+its lowest cell drains nowhere.
 
 ``dinf`` (Tarboton 1997) and ``mfd`` (Freeman 1991) are written here (:mod:`._routing`, DD-MCP-068),
-on the DEM as given: flats and depressions drain nowhere, so condition first (``fill_flats``). Every
-output carries its routing in the band tag ``LLMC_ROUTING``, which ``hydrology.flow_accumulation``
-reads.
+on the DEM as given: flats and depressions drain nowhere, so condition first (``fill_flats``). Their
+slopes take a cell as the unit of distance (a diagonal sqrt(2)), right on square cells of a projected
+grid only, so other grids are refused. Every output carries its routing in the band tag
+``LLMC_ROUTING``, which ``hydrology.flow_accumulation`` reads.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ from llmc_mcp.operations.hydrology._grid import (
     check_dst,
     check_grid,
     check_square,
+    neighbour_distances,
     pyflwdir,
     read_elevation,
     write_grid,
 )
-from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels, lowest_neighbour_codes
+from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
 from llmc_mcp.operations.models import FlowDirectionResult, FlowRouting
 from llmc_mcp.reflection.specs import HYDROLOGY_ROUTING
 
@@ -59,14 +63,18 @@ MFD_ENCODING = (
 )
 SMALLEST_DEPTH = float(np.nextafter(np.float32(0), np.float32(1)))
 """A depression depth every real depression exceeds: with it, the flood fills nothing."""
+TIE_RULE = "equal slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE)"
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
-        check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
+        shown = ctx.workspace.relative(Path(ds.name))
+        check_grid(ds, shown, "dem")
         if args["routing"] != "d8":
-            check_square(ds, ctx.workspace.relative(Path(ds.name)), "dem", args["routing"])
+            check_square(ds, shown, "dem", args["routing"])
+        else:
+            neighbour_distances(ds, shown, "dem")
 
 
 @operation(
@@ -106,17 +114,19 @@ def flow_direction(
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
     grid); 0 = drains nowhere: a cell on the edge of the grid or beside nodata without a lower
-    neighbour is an outlet (flow leaves the data), an interior one a sink; 247 = nodata. Each cell
-    drains to the neighbour a
-    priority flood from the outlets reached it from: its lowest neighbour where there is no
-    depression, and across flats towards their spill point. Depressions are NOT filled here: a
-    depression left in the DEM drains into its lowest cell, a sink (condition the DEM first). On a
-    geographic grid D8 is fine (neighbours are rows and columns), but areas downstream must be
-    ground areas (flow_accumulation units='m2'). Reads the whole grid (at most 16,777,216 cells).
-    The routing model is gated (domain hydrology).
+    neighbour is an outlet (flow leaves the data), an interior one a sink; 247 = nodata. A cell with a
+    lower neighbour drains to the steepest one: the greatest drop per metre of ground between the cell
+    centres (a diagonal neighbour is farther, so it must be lower by more), with distances measured on
+    the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
+    slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE). A cell on a flat drains
+    across it towards its spill point. Depressions are NOT filled here: a depression left in the DEM
+    drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
+    grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
+    are taken as lengths in one unit. The routing model is gated (domain hydrology).
 
     Errors: InvalidArgument for a rotated or multi-band grid, too many cells, dst equal to dem, or
-    (dinf, mfd) a geographic grid or non-square cells; RasterError for unreadable pixels.
+    (dinf, mfd) a geographic grid or non-square cells; Refused (d8) for a CRS whose cells have no
+    ground size somewhere or change shape along a row by over 1%; RasterError for unreadable pixels.
     """
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
@@ -125,12 +135,18 @@ def flow_direction(
         if routing != "d8":
             check_square(ds, shown, "dem", routing)
             return _multiple_flow(ctx, ds, dst, dst_path, routing)
+        distances = neighbour_distances(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
-        _, d8 = pyflwdir().dem.fill_depressions(elevation, nodata=np.nan, max_depth=SMALLEST_DEPTH)
+        _, flood = pyflwdir().dem.fill_depressions(elevation, nodata=np.nan, max_depth=SMALLEST_DEPTH)
         valid = ~np.isnan(elevation)
-        lowest, has_lower = lowest_neighbour_codes(elevation, valid)
-        stranded = has_lower & ((d8 == D8_PIT) | (d8 == 255))
-        d8 = np.where(stranded, lowest, d8)
+        steepest = kernels().steepest_d8(
+            elevation, valid, distances.east, distances.south, distances.south_east, distances.south_west
+        )
+        # The flood's direction only where no neighbour is lower: across flats, and 0 in pits. pyflwdir
+        # leaves 0 (or 255) on some cells that have a lower neighbour (where it enters a kept
+        # depression); the steepest descent replaces those too.
+        d8 = np.where(steepest > 0, steepest, flood)
+        del steepest, flood
         d8 = np.where(valid, d8, np.uint8(D8_NODATA)).astype("uint8")
         output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA, {ROUTING_TAG: "d8"})
     pits = valid & ((d8 == D8_PIT) | (d8 == 255))
@@ -141,9 +157,11 @@ def flow_direction(
         encoding=D8_ENCODING,
         outlet_cells=int((pits & edge).sum()),
         sink_cells=int((pits & ~edge).sum()),
-        note="D8 from a priority flood (pyflwdir) without filling: each cell drains to the neighbour the "
-        "flood reached it from (its lowest neighbour off flats; towards the spill point on flats); "
-        "edge cells without a lower neighbour are outlets, unfilled depressions end in sinks.",
+        note="D8 by steepest descent: each cell with a lower neighbour drains to the one with the greatest "
+        "drop per metre of ground between cell centres (distances on the ellipsoid, row by row), "
+        f"{TIE_RULE}; cells on flats drain towards the flat's spill point (pyflwdir's priority flood, "
+        "which fills nothing); edge cells without a lower neighbour are outlets, unfilled depressions "
+        "end in sinks.",
     )
 
 
