@@ -21,7 +21,7 @@ from pyproj import Geod, Transformer
 from rasterio.errors import NotGeoreferencedWarning
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import RasterError
+from llmc_mcp.errors import Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
@@ -95,10 +95,11 @@ def centre(transform: Affine, row: int, col: int) -> tuple[float, float]:
 def test_info_reports_both_georeferencings_and_that_the_sidecar_overrides(
     ctx: OperationContext, overridden: str
 ) -> None:
-    """Guards against info showing only GDAL's pick: the agent must see that the transform it reads
-    comes from the .aux.xml, and what the file itself says."""
+    """Guards against info showing only GDAL's pick: the agent must see that GDAL follows the .aux.xml,
+    what the file itself says, and each side's transform under its own name."""
     info = call(INFO, ctx, path=overridden)
-    assert info.transform == (20.0, 0.0, 600_000.0, 0.0, -20.0, 5_040_000.0)
+    assert info.sidecar_georeferencing.transform == (20.0, 0.0, 600_000.0, 0.0, -20.0, 5_040_000.0)
+    assert info.file_georeferencing.transform == (10.0, 0.0, 500_000.0, 0.0, -10.0, 5_030_000.0)
     assert info.georeferencing == "aux.xml"
     note = info.georeferencing_note
     assert f"The file itself says {FILE_SAYS}; its sidecar 'own.tif.aux.xml' says {SIDECAR_SAYS}" in note
@@ -164,7 +165,7 @@ def test_a_statistics_only_aux_xml_is_not_named_as_the_source(
 def test_sample_refuses_an_overriding_sidecar_naming_both(ctx: OperationContext, overridden: str) -> None:
     """Guards against sampling at the sidecar's positions silently (what GDAL would do): the value at
     (500015, 5029985) is 11 by the file and outside the raster by the sidecar."""
-    with pytest.raises(RasterError) as caught:
+    with pytest.raises(Refused) as caught:
         call(SAMPLE, ctx, path=overridden, points=[[500_015.0, 5_029_985.0]])
     text = f"{caught.value.message} {caught.value.fix}"
     assert FILE_SAYS in text and SIDECAR_SAYS in text and "'own.tif.aux.xml'" in text
@@ -174,7 +175,7 @@ def test_sample_refuses_an_overriding_sidecar_naming_both(ctx: OperationContext,
 def test_area_refuses_an_overriding_sidecar_naming_both(ctx: OperationContext, overridden: str) -> None:
     """Guards against a ground area computed on 20 m cells (4 times the file's) without a word."""
     with pytest.raises(
-        RasterError, match=r"cell 10 m at \(500000, 5030000\).*cell 20 m at \(600000, 5040000\)"
+        Refused, match=r"cell 10 m at \(500000, 5030000\).*cell 20 m at \(600000, 5040000\)"
     ):
         call(AREA, ctx, path=overridden)
 
@@ -183,7 +184,7 @@ def test_calc_refuses_an_input_with_an_overriding_sidecar(
     ctx: OperationContext, workspace_dir: Path, overridden: str
 ) -> None:
     """Guards against band math whose output takes one side's grid silently."""
-    with pytest.raises(RasterError, match=r"own\.tif\.aux\.xml"):
+    with pytest.raises(Refused, match=r"own\.tif\.aux\.xml"):
         call(CALC, ctx, expression="a * 2", inputs=[{"name": "a", "path": overridden}], dst="x.tif")
     assert not (workspace_dir / "x.tif").exists()
 
@@ -317,7 +318,7 @@ async def test_classic_face_refuses_then_follows_the_choice(workspace_dir: Path,
             )
         )
         info = structured(await client.call_tool("raster_info", {"path": overridden}))
-    assert refused.is_error and "raster_error" in refused.content[0].text
+    assert refused.is_error and '"type": "refused"' in refused.content[0].text
     assert FILE_SAYS in refused.content[0].text and SIDECAR_SAYS in refused.content[0].text
     assert chosen["points"][0]["values"] == [11.0]
     assert info["georeferencing"] == "aux.xml"
@@ -341,5 +342,5 @@ async def test_code_mode_refuses_then_follows_the_choice(workspace_dir: Path, ov
         answer = structured(await client.call_tool("execute_code", {"code": code}))
     assert answer["ok"], answer
     refused, value, source = answer["result"]
-    assert refused.startswith("raster_error") and FILE_SAYS in refused and SIDECAR_SAYS in refused
+    assert refused.startswith("refused: ") and FILE_SAYS in refused and SIDECAR_SAYS in refused
     assert (value, source) == (21.0, "file")

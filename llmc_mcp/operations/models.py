@@ -70,8 +70,19 @@ class Bounds(_Model):
     top: float = Field(description="Maximum y (north edge).")
 
 
-class RasterInfo(_Model):
-    """What a raster file is: grid, georeferencing, layout, encoding and metadata."""
+class GeoreferencingReading(_Model):
+    """One reading of a raster's georeferencing: where one source (the file, or a sidecar) places it."""
+
+    crs: CrsRef | None = Field(description="CRS this source gives, or null when it gives none.")
+    transform: tuple[float, float, float, float, float, float] = Field(
+        description="The geotransform this source gives, in the order of the top-level transform."
+    )
+    bounds: Bounds = Field(description="Extent of the pixels under this reading, in its CRS units.")
+    res: tuple[float, float] = Field(description="Pixel size under this reading: x then y, in its CRS units.")
+
+
+class _RasterHeader(_Model):
+    """What a raster file is; the grid fields are null only where the file's georeferencing is in conflict."""
 
     path: str = Field(description="Workspace-relative file name.")
     driver: str = Field(
@@ -81,15 +92,23 @@ class RasterInfo(_Model):
     height: int = Field(description="Number of rows (pixels).")
     count: int = Field(description="Number of bands.")
     dtypes: list[str] = Field(description="Data type of each band, e.g. 'uint8', 'float32'.")
-    crs: CrsRef | None = Field(description="Coordinate reference system, or null when the file has none.")
-    transform: tuple[float, float, float, float, float, float] = Field(
+    crs: CrsRef | None = Field(
+        description="Coordinate reference system, or null when the file has none or when its georeferencing "
+        "is in conflict (see georeferencing_conflict)."
+    )
+    transform: tuple[float, float, float, float, float, float] | None = Field(
         description="Affine geotransform (a, b, c, d, e, f): x = a*col + b*row + c, y = d*col + e*row + f. "
-        "b and d are non-zero for rotated or sheared grids."
+        "b and d are non-zero for rotated or sheared grids. Null when the georeferencing is in conflict "
+        "and no side was chosen."
     )
-    bounds: Bounds = Field(
-        description="Extent covered by the pixels in CRS units (rotated grids: the envelope of the corners)."
+    bounds: Bounds | None = Field(
+        description="Extent covered by the pixels in CRS units (rotated grids: the envelope of the corners); "
+        "null when the georeferencing is in conflict and no side was chosen."
     )
-    res: tuple[float, float] = Field(description="Pixel size (x, y) in CRS units, both positive.")
+    res: tuple[float, float] | None = Field(
+        description="Pixel size (x, y) in CRS units, both positive; null when the georeferencing is in "
+        "conflict and no side was chosen."
+    )
     nodata: list[float | None] = Field(
         description="Nodata value of each band (NaN possible), null when unset."
     )
@@ -125,12 +144,51 @@ class RasterInfo(_Model):
     tags_truncated: bool = Field(description="True when keys were dropped or values cut from tags.")
     file_size_bytes: int = Field(description="Size of the main file in bytes (sidecar files not counted).")
     georeferencing: GeoreferencingSource = Field(
-        description="Where transform and crs come from as GDAL opens the file: 'file' (its own tags or "
+        description="Where GDAL takes transform and crs from when it opens the file: 'file' (its own tags or "
         "header), a sidecar ('aux.xml', 'world file' such as .tfw/.wld, 'tab file') or 'none'."
     )
     georeferencing_note: str = Field(
         description="The source in words, naming the sidecar file; when the sidecar overrides the file's "
         "own georeferencing, both (positions then refuse unless given georeferencing='file'/'sidecar')."
+    )
+
+
+class RasterInfo(_RasterHeader):
+    """What a raster file is: grid, georeferencing, layout, encoding and metadata.
+
+    What operations return for the file they wrote, which has one georeferencing.
+    """
+
+    crs: CrsRef | None = Field(description="Coordinate reference system, or null when the file has none.")
+    transform: tuple[float, float, float, float, float, float] = Field(
+        description="Affine geotransform (a, b, c, d, e, f): x = a*col + b*row + c, y = d*col + e*row + f. "
+        "b and d are non-zero for rotated or sheared grids."
+    )
+    bounds: Bounds = Field(
+        description="Extent covered by the pixels in CRS units (rotated grids: the envelope of the corners)."
+    )
+    res: tuple[float, float] = Field(description="Pixel size (x, y) in CRS units, both positive.")
+
+
+class RasterFileInfo(_RasterHeader):
+    """What a raster file is: grid, georeferencing, layout, encoding and metadata.
+
+    When a sidecar overrides the file's own georeferencing, both readings are reported apart and the
+    top-level crs, transform, bounds and res are the chosen side's, or null when none was chosen.
+    """
+
+    georeferencing_conflict: str | None = Field(
+        description="Null unless a sidecar overrides the georeferencing of the file with another one; then "
+        "both in words, and whether the top-level crs, transform, bounds and res are null (no side "
+        "chosen) or the chosen side's."
+    )
+    file_georeferencing: GeoreferencingReading | None = Field(
+        description="With a conflict, the georeferencing of the file itself (what georeferencing='file' "
+        "follows); null without one."
+    )
+    sidecar_georeferencing: GeoreferencingReading | None = Field(
+        description="With a conflict, the georeferencing of the sidecar (what GDAL and "
+        "georeferencing='sidecar' follow); null without one."
     )
 
 
@@ -406,16 +464,20 @@ AreaMethod = Literal["ellipsoidal_quadrangle", "geodesic_cells"]
 
 
 class ValueArea(_Model):
-    """The ground area of the cells holding one value."""
+    """The area of the cells holding one value: on the ellipsoid, and on the raster's projected plane."""
 
     value: float = Field(description="The cell value.")
     cells: int = Field(description="How many valid cells hold it.")
     area_m2: float = Field(description="Their ground area on the ellipsoid, in square metres.")
     area_ha: float = Field(description="The same area in hectares (area_m2 / 10,000).")
+    planar_area_m2: float | None = Field(
+        description="Their area on the plane of the raster's projected CRS (cells times the cell's area "
+        "there, converted to square metres from the CRS's unit); null for a geographic CRS."
+    )
 
 
 class RasterArea(_Model):
-    """Ground area per value of one band, on the ellipsoid of the raster's CRS."""
+    """Area per value of one band: the ground area on the ellipsoid, and the area on the CRS's plane."""
 
     path: str = Field(description="Workspace-relative file name.")
     band: int = Field(description="Band number, 1-based.")
@@ -427,7 +489,19 @@ class RasterArea(_Model):
     total_cells: int = Field(
         description="Valid cells counted (only the requested values, when values is set)."
     )
-    total_area_m2: float = Field(description="Their ground area in square metres.")
+    total_area_m2: float = Field(description="Their ground area on the ellipsoid, in square metres.")
+    total_planar_area_m2: float | None = Field(
+        description="Their area on the plane of the raster's projected CRS, in square metres; null for a "
+        "geographic CRS."
+    )
+    planar_cell_m2: float | None = Field(
+        description="One cell's area on that plane in square metres (|a*e - b*d| of the geotransform times "
+        "the square of the CRS unit in metres); null for a geographic CRS."
+    )
+    note: str = Field(
+        description="Which area to use when: the ground area for how much of the Earth the cells cover, "
+        "the planar area for agreement with the grid's own numbers and with tools measuring in its CRS."
+    )
     nodata_cells: int = Field(description="Cells excluded: nodata value, mask/alpha, NaN or ±Inf.")
     method: AreaMethod = Field(
         description="How each cell's ground area was found. 'ellipsoidal_quadrangle': rows are parallels and "
@@ -918,4 +992,9 @@ class Lineage(_Model):
     stops: list[LineageStop] = Field(description="Inputs the walk could not follow, with the reason.")
     ignored_records: list[str] = Field(
         description="Record files not believed: unreadable, over 1 MiB, or not conforming to the format."
+    )
+    unverified_records: list[str] = Field(
+        default_factory=list,
+        description="Conforming records this server did not sign (planted, from elsewhere, or edited "
+        "since): foreign and unverified, never followed.",
     )

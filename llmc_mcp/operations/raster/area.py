@@ -1,4 +1,5 @@
-"""``raster.area``: ground area per value, in square metres on the ellipsoid, whatever the CRS.
+"""``raster.area``: ground area per value, in square metres on the ellipsoid, whatever the CRS; beside
+it, the area on the raster's own projected plane.
 
 A cell count times the nominal cell size is not a ground area: a 0.01° cell is 1.2 km² at the equator
 and 0.2 km² at 80°N, a Web Mercator cell covers four times less ground at 60° than at the equator,
@@ -14,6 +15,12 @@ the ellipsoid of the raster's CRS, by one of two methods (:class:`CellAreas`):
   planar area. Up to 256 x 256 cells every cell is measured; beyond, a lattice of at most 257 x 257
   cells is, and the ratio (a smooth field: the inverse of the projection's areal scale) is
   interpolated bilinearly, which bounds the cost whatever the raster's size.
+
+The planar area is the other right answer, to another question: cells times the cell's area on the
+CRS's plane (``|a·e − b·d|`` in CRS units², times the square of the unit in metres, so a US survey foot
+is 1200/3937 m). It is what the grid itself declares and what tools that measure in the CRS report;
+it differs from the ground by the projection's areal scale (UTM: 0.9992 on its central meridian).
+A geographic CRS has no plane, so no planar area.
 
 Pixels are read in windows of ~1 M cells, so memory does not grow with the raster.
 """
@@ -33,7 +40,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
@@ -61,7 +68,7 @@ def area(
     ] = None,
     georeferencing: GeoreferencingChoice = None,
 ) -> RasterArea:
-    """Ground area per value of a band, in square metres (and hectares) on the ellipsoid, any CRS.
+    """Area per value of a band: ground area on the ellipsoid (m², ha), any CRS; and on the CRS's plane.
 
     Use it for class areas (land cover, burn scars, flood extents) in whatever CRS the raster is in:
     geographic degrees, Web Mercator or a projected CRS in feet. Each cell gets its own ground area
@@ -74,10 +81,17 @@ def area(
     non-finite cells are excluded and counted in ``nodata_cells``. Streams over windows of ~1 M
     cells. Rotated or sheared grids are refused.
 
-    Errors: InvalidArgument for a band outside 1..count, a complex band, a non-finite value in
-    values, more than 10,000 distinct values (pass values, or classify first), a raster without a
-    CRS or with a rotated grid; RasterError when pixels cannot be read or valid cells lie outside the
-    projection's domain, or a sidecar overrides the file's georeferencing (pass georeferencing).
+    Beside each ground area, ``planar_area_m2`` is the area on the plane of a projected CRS: cells
+    times the cell's area there, converted from the CRS's unit (feet too) to m²; null for a
+    geographic CRS. Use the ground area for how much of the Earth the cells cover (land cover,
+    burn scars, flood extents); use the planar area to agree with the grid's own numbers and with
+    tools that measure in that CRS (on UTM's central meridian the plane is 0.08% smaller).
+
+    Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, a complex band, a
+    non-finite value in values, more than 10,000 distinct values (pass values, or classify first),
+    a raster without a CRS or with a rotated grid; refused when a sidecar overrides the file's
+    georeferencing (pass georeferencing) or valid cells lie outside the projection's domain;
+    raster_error when pixels cannot be read.
     """
     wanted = _check_values(values)
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
@@ -85,6 +99,7 @@ def area(
         dtype = _check_band(ds, band, shown)
         crs = _check_grid(ds, shown)
         cells = CellAreas(crs, ds.transform, ds.width, ds.height)
+        planar_cell = _planar_cell_m2(crs, ds.transform)
         keys = _keys(wanted, dtype)
         counts: dict[float, int] = {}
         sums: dict[float, float] = {}
@@ -94,7 +109,7 @@ def area(
             excluded += int(valid.size - np.count_nonzero(valid))
             areas = cells.window(window)
             if np.isnan(areas[valid]).any():
-                raise RasterError(
+                raise Refused(
                     f"'{shown}': some valid cells lie outside the domain of its projection (their corners "
                     "do not map to the Earth), so they have no ground area.",
                     fix="Set those cells to nodata, or clip the raster to the CRS's area of use.",
@@ -117,20 +132,54 @@ def area(
             cells=counts.get(key, 0),
             area_m2=sums.get(key, 0.0),
             area_ha=sums.get(key, 0.0) / 10_000,
+            planar_area_m2=None if planar_cell is None else counts.get(key, 0) * planar_cell,
         )
         for requested, key in rows
     ]
+    total_cells = sum(counts.values())
+    total = math.fsum(sums.values())
+    planar_total = None if planar_cell is None else total_cells * planar_cell
     return RasterArea(
         path=shown,
         band=band,
         ellipsoid=cells.ellipsoid_name,
         areas=found,
-        total_cells=sum(counts.values()),
-        total_area_m2=math.fsum(sums.values()),
+        total_cells=total_cells,
+        total_area_m2=total,
+        total_planar_area_m2=planar_total,
+        planar_cell_m2=planar_cell,
+        note=_which_area(cells.ellipsoid_name, crs.name, total, planar_total),
         nodata_cells=excluded,
         method=cells.method,
         method_note=cells.note,
     )
+
+
+def _planar_cell_m2(crs: CRS, transform: Affine) -> float | None:
+    """One cell's area on the plane of a projected CRS, in m²; None for a geographic CRS (no plane)."""
+    horizontal = _horizontal(crs)
+    if not horizontal.is_projected:
+        return None
+    # Metres per CRS unit on each axis: 1200/3937 for a US survey foot, 0.3048 for an international foot.
+    x_unit, y_unit = (axis.unit_conversion_factor for axis in horizontal.axis_info[:2])
+    return abs(transform.a * transform.e - transform.b * transform.d) * x_unit * y_unit
+
+
+def _which_area(ellipsoid: str, crs_name: str, ground: float, planar: float | None) -> str:
+    """The sentence on which area answers which question, with how far apart they are here."""
+    text = (
+        f"area_m2 is the ground area on the {ellipsoid} ellipsoid: use it for how much of the Earth the "
+        "cells cover (land cover, burn scars, flood extents)"
+    )
+    if planar is None:
+        return text + "; a geographic CRS has no plane, so there is no planar area."
+    text += (
+        f"; planar_area_m2 is the area on the plane of {crs_name!r} (cells times cell size): use it to "
+        "agree with the grid's own numbers and with tools that measure in that CRS."
+    )
+    if ground > 0:
+        text += f" Here the planar total is {planar / ground:.6g} times the ground total."
+    return text
 
 
 class CellAreas:
