@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import math
 import re
-import warnings
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
-import pyproj.network
 from pydantic import Field
-from pyproj import CRS, Transformer
-from pyproj.crs import CoordinateOperation
-from pyproj.exceptions import ProjError
-from pyproj.transformer import AreaOfInterest, TransformerGroup
+from pyproj import CRS
 
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.crs_routes import ChosenOperation, choose_operation
+from llmc_mcp.operations.crs_routes import geographic_degrees as geographic_degrees
 from llmc_mcp.operations.models import (
     AreaOfUse,
     Axis,
     CrsInfo,
     CrsKind,
     Ellipsoid,
-    TransformOperation,
     TransformResult,
 )
 
@@ -176,9 +171,7 @@ def _preserves(method: str | None) -> tuple[str, ...]:
 MAX_POINTS = 100_000
 """Points per crs.transform call: far above any lookup an agent makes by hand, and small enough that the
 call (and its JSON) stays fast; more points belong in a raster, transformed by raster.reproject."""
-MAX_BETTER = 5
 _TWO_D = ("geographic", "projected", "bound", "compound")
-_AXIS_SWAP = re.compile(r"^axis order change \([^)]*\)$", re.IGNORECASE)
 
 
 @operation("crs", read_only=True)
@@ -203,11 +196,13 @@ def transform(
     """Transform points between CRSs, x first, and say which operation PROJ used and how accurate it is.
 
     Axis order is always x first, in and out, even for EPSG:4326 whose official order is latitude
-    first: the most common source of points landing in the wrong hemisphere. The operation is PROJ's
-    first choice for the area the points cover (the first, in PROJ's ranking, whose area of use
-    contains all of them): ``operation`` gives its name, its accuracy in metres (EPSG's figure; null
-    when unknown) and ``ballpark``, true when PROJ knows no datum shift between the two datums and
-    only matched their axes (errors of tens to hundreds of metres). Grids are never downloaded: when
+    first: the most common source of points landing in the wrong hemisphere. The operation is the
+    most accurate whose area of use contains every point; when PROJ offers none, or only ballparks,
+    two are chained through the source's Greenwich-meridian twin (Monte Mario (Rome) to Monte Mario)
+    or its datum's geographic CRS (raster.reproject, raster.align and clip boxes choose alike).
+    ``operation`` gives its name, its accuracy in metres (EPSG's figure; null when unknown) and
+    ``ballpark``, true only when no datum shift exists for these points, PROJ then matching the
+    datums' axes (errors of tens to hundreds of metres; the note says why). Grids are never downloaded: when
     a more accurate operation needs a grid that is not installed, ``better_unavailable`` names it
     and its grids, and the result uses the best operation available. A point PROJ cannot transform
     (outside the projection's domain or a grid's extent) comes back as null and is counted in
@@ -220,38 +215,18 @@ def transform(
     xs, ys = _check_points(points)
     src = _horizontal_crs(src_crs, "src_crs")
     dst = _horizontal_crs(dst_crs, "dst_crs")
-    if pyproj.network.is_network_enabled():
-        # The project's rule (DD-MCP-018): never download grids. Workers switch it off at start.
-        pyproj.network.set_network_enabled(False)
-    aoi = _area_of_interest(src, xs, ys)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pyproj warns about the missing grid: the result says it
-        try:
-            group = TransformerGroup(src, dst, always_xy=True, area_of_interest=aoi)
-        except ProjError as exc:
-            raise CrsError(
-                f"PROJ found no operation from src_crs to dst_crs ({str(exc)[:200]}).",
-                fix="Check that both CRSs are horizontal CRSs of the Earth (EPSG codes are safest).",
-            ) from None
-    if not group.transformers:
-        raise CrsError(
-            f"PROJ knows no usable operation from {src.name!r} to {dst.name!r} here.",
-            fix="Check the two CRSs; a CRS of another body (Mars, Moon) cannot be transformed to Earth's.",
-        )
-    chosen, covers = _choose(group.transformers, aoi)
-    used = _describe_transformer(chosen)
-    better = _better_unavailable(group.unavailable_operations, used.accuracy_m, aoi)
-    out_x, out_y = chosen.transform(xs, ys, errcheck=False)
+    chosen = choose_operation(src, dst, xs, ys)
+    out_x, out_y = chosen.transformer.transform(xs, ys, errcheck=False)
     ok = np.isfinite(out_x) & np.isfinite(out_y)
     result = [(float(x), float(y)) if good else None for x, y, good in zip(out_x, out_y, ok, strict=True)]
     failed = int(ok.size - np.count_nonzero(ok))
     return TransformResult(
         points=result,
         failed=failed,
-        operation=used,
-        covers_points=covers,
-        better_unavailable=better,
-        note=_transform_note(used, better, covers, failed, src, dst),
+        operation=chosen.operation,
+        covers_points=chosen.covers,
+        better_unavailable=chosen.better_unavailable,
+        note=_transform_note(chosen, failed),
     )
 
 
@@ -287,138 +262,13 @@ def _horizontal_crs(text: str, argument: str) -> CRS:
     return parsed
 
 
-def _area_of_interest(src: CRS, xs: np.ndarray, ys: np.ndarray) -> AreaOfInterest | None:
-    """The points' extent in degrees on the Earth, so PROJ ranks operations for where the points are.
-
-    Found through src's own geographic CRS, which is a conversion (no datum shift), so nothing here
-    depends on the operation being chosen; ``None`` (the whole area of use) when no point converts.
-    """
-    try:
-        to_degrees = Transformer.from_crs(src, geographic_degrees(src), always_xy=True)
-        lon, lat = to_degrees.transform(xs, ys, errcheck=False)
-    except ProjError:
-        return None
-    ok = np.isfinite(lon) & np.isfinite(lat)
-    if not ok.any():
-        return None
-    lon = np.clip(lon[ok], -180.0, 180.0)
-    lat = np.clip(lat[ok], -90.0, 90.0)
-    return AreaOfInterest(float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))
-
-
-def geographic_degrees(crs: CRS) -> CRS:
-    """src's geodetic CRS as longitude/latitude in degrees from Greenwich (what areas of use are in)."""
-    geodetic = crs.geodetic_crs or crs
-    json: dict[str, Any] = geodetic.to_json_dict()
-    if json.get("type") == "GeographicCRS":
-        # Areas of use are in longitudes from Greenwich: a datum's own prime meridian (Paris) would
-        # put the area of interest 2.34 degrees off, and the choice of operation with it.
-        json.get("datum", {}).pop("prime_meridian", None)
-        json.pop("id", None)
-        json["coordinate_system"] = {
-            "subtype": "ellipsoidal",
-            "axis": [
-                {"name": "Longitude", "abbreviation": "lon", "direction": "east", "unit": "degree"},
-                {"name": "Latitude", "abbreviation": "lat", "direction": "north", "unit": "degree"},
-            ],
-        }
-        return CRS.from_json_dict(json)
-    return CRS.from_epsg(4326)
-
-
-def _contains(area: Any, aoi: AreaOfInterest | None) -> bool:
-    """Whether an area of use (None: unstated, so unlimited) contains the area of interest."""
-    if area is None or aoi is None:
-        return True
-    south_north = area.south <= aoi.south_lat_degree and aoi.north_lat_degree <= area.north
-    if area.west <= area.east:
-        west_east = area.west <= aoi.west_lon_degree and aoi.east_lon_degree <= area.east
-    else:  # across the antimeridian
-        west_east = all(
-            lon >= area.west or lon <= area.east for lon in (aoi.west_lon_degree, aoi.east_lon_degree)
-        )
-    return south_north and west_east
-
-
-def _intersects(area: Any, aoi: AreaOfInterest | None) -> bool:
-    """Whether an area of use (None: unlimited) holds some of the area of interest."""
-    if area is None or aoi is None:
-        return True
-    if area.south > aoi.north_lat_degree or aoi.south_lat_degree > area.north:
-        return False
-    spans = [(area.west, area.east)] if area.west <= area.east else [(area.west, 180.0), (-180.0, area.east)]
-    return any(west <= aoi.east_lon_degree and aoi.west_lon_degree <= east for west, east in spans)
-
-
-def _choose(transformers: Sequence[Transformer], aoi: AreaOfInterest | None) -> tuple[Transformer, bool]:
-    """PROJ's first choice whose area of use holds every point; else its first choice, flagged."""
-    for candidate in transformers:
-        if _contains(candidate.area_of_use, aoi):
-            return candidate, True
-    return transformers[0], False
-
-
-def _steps(description: str) -> str:
-    """PROJ's description without the axis swaps always_xy makes (they say nothing about accuracy)."""
-    parts = [part.strip() for part in description.split(" + ")]
-    kept = [part for part in parts if not _AXIS_SWAP.match(part)]
-    return " + ".join(kept) if kept else description
-
-
-def _accuracy(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) or value < 0 else float(value)
-
-
-def _describe_transformer(chosen: Transformer) -> TransformOperation:
-    # The flag PROJ sets on an operation it built without a datum shift survives on the steps of a
-    # concatenated operation (not through JSON); a single ballpark step is named so by PROJ.
-    steps = chosen.operations or ()
-    ballpark = (
-        any(step.has_ballpark_transformation for step in steps)
-        or "ballpark" in (chosen.description or "").lower()
-    )
-    return TransformOperation(
-        name=_steps(chosen.description or chosen.name),
-        accuracy_m=_accuracy(chosen.accuracy),
-        ballpark=ballpark,
-        missing_grids=[],
-    )
-
-
-def _better_unavailable(
-    unavailable: Sequence[CoordinateOperation], accuracy: float | None, aoi: AreaOfInterest | None
-) -> list[TransformOperation]:
-    """Operations for (some of) the points' area more accurate than ``accuracy`` that lack a grid.
-
-    For a single point, operations whose area of use holds it; for a spread of points, also those
-    covering part of it (a better grid for some of the points is worth knowing)."""
-    better = []
-    for op in unavailable:
-        op_accuracy = _accuracy(op.accuracy)
-        if op_accuracy is None or (accuracy is not None and op_accuracy >= accuracy):
-            continue
-        if not _intersects(op.area_of_use, aoi):
-            continue
-        better.append(
-            TransformOperation(
-                name=_steps(op.name),
-                accuracy_m=op_accuracy,
-                ballpark=bool(op.has_ballpark_transformation),
-                missing_grids=[grid.short_name for grid in op.grids if not grid.available],
-            )
-        )
-    better.sort(key=lambda op: op.accuracy_m if op.accuracy_m is not None else math.inf)
-    return better[:MAX_BETTER]
-
-
-def _transform_note(
-    used: TransformOperation, better: list[TransformOperation], covers: bool, failed: int, src: CRS, dst: CRS
-) -> str:
+def _transform_note(chosen: ChosenOperation, failed: int) -> str:
+    used, better = chosen.operation, chosen.better_unavailable
     notes = []
     if used.ballpark:
         notes.append(
-            f"No datum shift from {src.name!r} to {dst.name!r} was available: PROJ used a ballpark operation "
-            "(datums taken as equal), so positions may be off by tens to hundreds of metres."
+            f"{chosen.why_ballpark}: PROJ used a ballpark operation (datums taken as equal), so positions "
+            "may be off by tens to hundreds of metres; its accuracy is unknown."
         )
     elif used.accuracy_m is None:
         notes.append(f"Used {used.name!r}; its accuracy is not stated.")
@@ -426,6 +276,11 @@ def _transform_note(
         notes.append(f"Used {used.name!r}: a conversion on one datum, exact.")
     else:
         notes.append(f"Used {used.name!r}, accurate to {used.accuracy_m:g} m.")
+    if chosen.route is not None and not used.ballpark:
+        notes.append(
+            f"No operation PROJ offers directly covers these points, so two were chained through "
+            f"{chosen.route}."
+        )
     if better:
         grids = sorted({grid for op in better for grid in op.missing_grids})
         notes.append(
@@ -433,7 +288,7 @@ def _transform_note(
             f"{better[0].accuracy_m:g} m) need grid(s) not installed here ({', '.join(grids)}); grids are "
             "never downloaded."
         )
-    if not covers:
+    if not chosen.covers:
         notes.append(
             "The points extend beyond the operation's area of use: its stated accuracy does not hold."
         )

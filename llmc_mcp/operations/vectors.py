@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pyproj import CRS
 from pyproj.exceptions import ProjError
-from pyproj.transformer import TransformerGroup
 
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused
-from llmc_mcp.operations.crs import _area_of_interest, _choose, _describe_transformer
+from llmc_mcp.operations.crs_routes import choose_operation
 from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, deregister_in, translate_gdal_error
 from llmc_mcp.operations.models import TransformOperation
 from llmc_mcp.provenance.capture import note_input
@@ -475,7 +474,7 @@ def _crs_label(crs: CRS) -> str:
 def _transform(
     geometries: list[Any], source: CRS, target: CRS, path: str, argument: str
 ) -> tuple[list[Any], TransformOperation]:
-    """Vertices transformed with PROJ's first choice for the zones' extent (as crs.transform chooses).
+    """Vertices transformed with the operation crs.transform would choose for them.
 
     Vertices only, edges not densified: an edge is straight in the file's CRS and becomes slightly
     curved in another, which is negligible for parcels but not for a single polygon spanning degrees.
@@ -484,24 +483,14 @@ def _transform(
 
     array = np.asarray(geometries, dtype=object)
     coords = shapely.get_coordinates(array)
-    aoi = _area_of_interest(source, coords[:, 0], coords[:, 1])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a missing grid: the description says which operation ran
-        try:
-            group = TransformerGroup(source, target, always_xy=True, area_of_interest=aoi)
-        except ProjError as exc:
-            raise CrsError(
-                f"{argument}: PROJ found no operation from the CRS of '{path}' to the raster's "
-                f"({str(exc)[:200]}).",
-                fix="Reproject the zones to the raster's CRS first.",
-            ) from None
-    if not group.transformers:
+    try:
+        chosen = choose_operation(source, target, coords[:, 0], coords[:, 1])
+    except CrsError as exc:
         raise CrsError(
-            f"{argument}: PROJ knows no usable operation from {source.name!r} to {target.name!r}.",
+            f"{argument}: the CRS of '{path}' cannot be transformed to the raster's: {exc.message}",
             fix="Reproject the zones to the raster's CRS first.",
-        )
-    chosen, _ = _choose(group.transformers, aoi)
-    x, y = chosen.transform(coords[:, 0], coords[:, 1], errcheck=False)
+        ) from None
+    x, y = chosen.transformer.transform(coords[:, 0], coords[:, 1], errcheck=False)
     moved = np.column_stack([x, y])
     bad = ~np.isfinite(moved).all(axis=1)
     if bad.any():
@@ -511,4 +500,4 @@ def _transform(
             fix="Clip the zones to the raster's area first, or reproject the raster to the zones' CRS.",
         )
     out = shapely.set_coordinates(array.copy(), moved)
-    return list(out), _describe_transformer(chosen)
+    return list(out), chosen.operation

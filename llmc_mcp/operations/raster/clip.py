@@ -42,7 +42,7 @@ from rasterio.windows import Window
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.crs import _describe_transformer
+from llmc_mcp.operations.crs_routes import RASTER_SPREAD, choose_operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
 from llmc_mcp.operations.raster.output import (
@@ -242,9 +242,13 @@ def _box_in_raster_crs(
     raster_crs = _raster_crs(source, shown, "bounds_crs")
     if given.equals(raster_crs, ignore_axis_order=True):
         return bounds, None
-    transformer = Transformer.from_crs(given, raster_crs, always_xy=True)
+    # The operation is chosen for the box's points, as crs.transform would choose it for them.
+    xs, ys = np.meshgrid(
+        np.linspace(bounds[0], bounds[2], RASTER_SPREAD), np.linspace(bounds[1], bounds[3], RASTER_SPREAD)
+    )
+    chosen = choose_operation(given, raster_crs, xs.ravel(), ys.ravel())
     try:
-        box = transformer.transform_bounds(*bounds, densify_pts=DENSIFY_POINTS)
+        box = chosen.box(bounds, DENSIFY_POINTS)
     except ProjError as exc:
         raise CrsError(
             f"bounds {bounds} cannot be expressed in the CRS of '{shown}' ({str(exc)[:200]}).",
@@ -255,11 +259,13 @@ def _box_in_raster_crs(
             f"bounds {bounds} fall outside the domain of the CRS of '{shown}'.",
             fix="Give bounds within the area the raster's CRS is defined for, or in the raster's CRS.",
         )
-    operation = _describe_transformer(transformer)
+    operation = chosen.operation
     accuracy = "accuracy unknown" if operation.accuracy_m is None else f"accuracy {operation.accuracy_m:g} m"
     how = f"bounds: {operation.name} ({accuracy}); bounding box of the edges, {DENSIFY_POINTS} points each"
-    if operation.ballpark:
-        how += "; ballpark: no datum shift was available"
+    if chosen.route is not None and not operation.ballpark:
+        how += f"; chained through {chosen.route}"
+    if chosen.why_ballpark is not None:
+        how += f"; ballpark: {chosen.why_ballpark}"
     return (float(box[0]), float(box[1]), float(box[2]), float(box[3])), how
 
 
