@@ -31,7 +31,8 @@ import numpy as np
 from pyproj import CRS
 from pyproj.exceptions import ProjError
 
-from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused
+from llmc_mcp.crs_text import check_file_crs
+from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused, Refused
 from llmc_mcp.operations.crs_routes import choose_operation
 from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, deregister_in, translate_gdal_error
 from llmc_mcp.operations.models import TransformOperation
@@ -104,9 +105,9 @@ def read_polygons(
     """Read the polygons of one layer of a workspace vector file, in ``target_crs``.
 
     Errors name ``argument``: PathRefused (policy, a sidecar leading out, a format not allowed),
-    NotFound, InvalidArgument (no or unknown layer, unknown field, lines or points, empty geometry,
-    too many features or vertices), CrsError (no CRS, no transformation, a zone outside the target
-    CRS's domain).
+    NotFound, InvalidArgument (no or unknown layer, unknown field, too many features or vertices),
+    Refused (a layer with no features; lines or points, null, empty or collapsed geometries: no
+    area), CrsError (no CRS, no transformation, a zone outside the target CRS's domain).
     """
     resolved = ctx.workspace.input_path(path, argument=argument)
     driver = _expected_driver(resolved, path, argument)
@@ -126,6 +127,13 @@ def read_polygons(
         info = _read_info(ctx, pyogrio, resolved, path, argument, chosen)
         _check_info(info, driver, path, argument, chosen, field)
         geometries, values = _read_features(ctx, pyogrio, resolved, path, argument, chosen, field)
+    if not geometries:
+        raise Refused(
+            f"{argument}: layer '{chosen}' of '{path}' has no features, so there is no polygon to use.",
+            fix="Pass the file (or layer) that holds the polygons; if a step wrote this one, check that "
+            "it selected any.",
+        )
+    check_file_crs(info["crs"], argument, path)  # before PROJ parses it (and opens grids it names)
     source = _source_crs(info["crs"], path, argument)
     note_input(ctx.workspace.relative(resolved), resolved, source.to_wkt(), chosen)
     geometries, repaired = _check_geometries(geometries, path, argument)
@@ -396,7 +404,7 @@ def _check_geometries(geometries: list[Any], path: str, argument: str) -> tuple[
     array = np.asarray(geometries, dtype=object)
     missing = np.flatnonzero(shapely.is_missing(array) | shapely.is_empty(array))
     if missing.size:
-        raise InvalidArgument(
+        raise Refused(
             f"{argument}: '{path}' feature {_indices(missing)} has no geometry (null or empty).",
             fix="Remove the features without geometry, or give them their polygon.",
         )
@@ -405,7 +413,7 @@ def _check_geometries(geometries: list[Any], path: str, argument: str) -> tuple[
     if wrong.size:
         found = sorted({shapely.get_type_id(g) for g in array[wrong]})
         names = ", ".join(_TYPE_NAMES[t] for t in found)
-        raise InvalidArgument(
+        raise Refused(
             f"{argument}: '{path}' holds {names} geometries (feature {_indices(wrong)}); zones and masks "
             "must be Polygons or MultiPolygons: a line or a point covers no area.",
             fix="Buffer lines or points into polygons first (e.g. ogr2ogr -dialect SQLite -sql with "
@@ -424,7 +432,7 @@ def _check_geometries(geometries: list[Any], path: str, argument: str) -> tuple[
     if invalid.size:
         collapsed = np.flatnonzero(shapely.is_empty(array[invalid]))
         if collapsed.size:
-            raise InvalidArgument(
+            raise Refused(
                 f"{argument}: '{path}' feature {_indices(invalid[collapsed])} is an invalid polygon that "
                 "encloses no area once repaired.",
                 fix="Fix or remove that feature.",

@@ -275,7 +275,8 @@ def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument:
     """The pyflwdir network of a D8 grid, refused if some cells never reach an outlet (a loop).
 
     pyflwdir orders cells by walking upstream from the cells that drain nowhere (``idxs_seq``, which
-    every accumulation needs anyway): a valid cell it never reaches drains into a loop.
+    every accumulation needs anyway): a valid cell it never reaches drains into a loop. A grid with no
+    valid cell or of one cell is refused first: pyflwdir cannot represent either.
     """
     routing = ds.tags(1).get(ROUTING_TAG, "d8")
     if routing != "d8":
@@ -285,10 +286,22 @@ def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument:
             fix="Derive D8 directions (hydrology.flow_direction with routing='d8') from the same DEM.",
         )
     d8 = read_d8(ctx, ds, shown, argument)
-    network = pyflwdir().from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
-    ordered = np.zeros(d8.size, dtype=bool)
-    ordered[network.idxs_seq] = True
-    stuck = np.flatnonzero(network.mask.ravel() & ~ordered)
+    require_data(d8 != D8_NODATA, shown, argument)
+    if d8.size == 1:
+        raise Refused(
+            f"{argument}: '{shown}' is a single cell; flow routing needs cells to route between.",
+            fix="Route a DEM that covers the whole drainage area.",
+        )
+    try:
+        network = pyflwdir().from_array(d8, ftype="d8", check_ftype=False, transform=ds.transform)
+    except ValueError:
+        # Past the two checks above, pyflwdir's only refusal left is a grid where no cell drains nowhere
+        # ("no pits found"): every valid cell drains on to another, so all of them end in loops.
+        stuck = np.flatnonzero(d8.ravel() != D8_NODATA)
+    else:
+        ordered = np.zeros(d8.size, dtype=bool)
+        ordered[network.idxs_seq] = True
+        stuck = np.flatnonzero(network.mask.ravel() & ~ordered)
     if stuck.size:
         row, col = divmod(int(stuck[0]), ds.width)
         raise InvalidArgument(
@@ -297,6 +310,16 @@ def flow_network(ctx: OperationContext, ds: DatasetReader, shown: str, argument:
             fix="Recompute the directions with hydrology.flow_direction from a conditioned DEM.",
         )
     return network
+
+
+def require_data(valid: np.ndarray, shown: str, argument: str) -> None:
+    """Refuse a grid whose every cell is nodata: routing it has no answer, not an empty one."""
+    if not valid.any():
+        raise Refused(
+            f"{argument}: every cell of '{shown}' is nodata, so there is no flow to route.",
+            fix="Check the DEM it came from (raster.stats: valid_count; raster.info: nodata) and derive it "
+            "again from one with data.",
+        )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import (
@@ -37,6 +37,7 @@ from llmc_mcp.operations.hydrology._grid import (
     check_square,
     flow_network,
     read_elevation,
+    require_data,
     write_grid,
 )
 from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
@@ -117,10 +118,11 @@ def flow_accumulation(
     band is tagged LLMC_ACCUMULATION_UNITS (cells, m2 or weights) so hydrology.streams can check a
     threshold's units. Reads the whole grid (at most 16,777,216 cells; refused above).
 
-    Errors: InvalidArgument for a grid that is not D8 codes (without a routing tag), not dinf angles,
-    or drains in a loop, an unknown routing tag, weights together with units='m2', weights or dem on
-    another grid, a grid without a CRS for m2, mfd without its DEM (or with another), dem with d8 or
-    dinf, too many cells, or dst equal to an input; RasterError for unreadable pixels.
+    Errors (ApiError, by e.type): invalid_argument for a grid that is not D8 codes (without a routing
+    tag), not dinf angles, or drains in a loop, an unknown routing tag, weights together with
+    units='m2', a grid without a CRS for m2, mfd without its DEM (or with another), dem with d8 or
+    dinf, too many cells, or dst equal to an input; refused for weights or dem on another grid, or
+    an input whose sidecar overrides its georeferencing; raster_error for unreadable pixels.
     """
     _check_options(weights, units)
     sources = (
@@ -158,7 +160,7 @@ def flow_accumulation(
     return FlowAccumulationResult(
         output=output,
         units=kind,
-        max_value=float(data[valid].max()) if valid.any() else 0.0,
+        max_value=float(data[valid].max()),
         weight_nodata_cells=skipped,
         note=_note(kind),
     )
@@ -200,6 +202,7 @@ def _multiple_flow(
     dem_source: DatasetReader | None,
 ) -> FlowAccumulationResult:
     raw, valid = read_valid(ctx, ds, 1)
+    require_data(valid, shown, "flow_dir")
     if routing == "dinf":
         field = raw.astype("float32", copy=False)  # the kernel reads valid cells only
         angles = field[valid]
@@ -254,7 +257,7 @@ def _multiple_flow(
     return FlowAccumulationResult(
         output=output,
         units=kind,
-        max_value=float(np.nanmax(values)) if valid.any() else 0.0,
+        max_value=float(np.nanmax(values)),
         weight_nodata_cells=skipped,
         note=_note(kind, how),
     )
@@ -299,7 +302,7 @@ def _check_same_grid(
         weights.crs,
     )
     if not same:
-        raise InvalidArgument(
+        raise Refused(
             f"{argument}: '{ctx.workspace.relative(Path(weights.name))}' is not on the grid of flow_dir "
             f"({weights.width} x {weights.height} vs {flow.width} x {flow.height}, or another transform "
             "or CRS).",

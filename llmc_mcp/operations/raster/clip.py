@@ -40,7 +40,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
-from llmc_mcp.errors import CrsError, InvalidArgument, RasterError
+from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs_routes import RASTER_SPREAD, choose_operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
@@ -118,11 +118,13 @@ def clip(
     raster.reproject. All bands; metadata, colour table and scale/offset are carried over. The output
     is a 512x512-tiled DEFLATE GeoTIFF, streamed window by window and renamed onto dst when complete.
 
-    Errors: InvalidArgument for neither bounds nor mask, a malformed box, a box or polygons that miss
-    the raster (its bounds are given in both CRSs) or hold no cell centre (try all_touched), or
-    dst equal to src; CrsError for an unknown bounds_crs; RasterError when bounds_crs or mask is
-    given but the raster has no CRS, or a sidecar overrides its georeferencing (pass georeferencing);
-    PathRefused/NotFound/InvalidArgument for a bad mask file.
+    Errors (ApiError, by e.type): invalid_argument for neither bounds nor mask, a malformed box, a box
+    that misses the raster (its bounds are given in both CRSs) or holds no cell centre (try
+    all_touched), or dst equal to src; crs_error for an unknown bounds_crs; raster_error when
+    bounds_crs or mask is given but the raster has no CRS; refused when a sidecar overrides its
+    georeferencing (pass georeferencing), a mask feature has no area (a line, a point, an empty or
+    collapsed polygon), the mask layer has no features, or its polygons hold no cell of the raster
+    (both extents are given); path_refused/not_found/invalid_argument for a bad mask file.
     """
     _check_arguments(bounds, bounds_crs, mask, mask_layer)
     src_path, dst_path = _check_src_dst(ctx, src, dst)
@@ -156,7 +158,7 @@ def clip(
                 transformation = how if transformation is None else f"{transformation}; {how}"
         if shapes:
             rect = _shapes_window(source, rect, shapes, all_touched)
-            _check_selected(rect, source, bounds, bounds_crs, box, shown)
+            _check_selected(rect, source, bounds, bounds_crs, box, shown, read)
         nodata = _output_nodata(source, dtype, None, None)
         has_alpha = ColorInterp.alpha in source.colorinterp
         outside_as: ClipMaskKind = (
@@ -411,6 +413,7 @@ def _check_selected(
     bounds_crs: str | None,
     box: tuple[float, float, float, float] | None,
     shown: str,
+    polygons: Polygons | None = None,
 ) -> None:
     """Refuse an empty selection, saying whether the shapes miss the raster or fall between cell centres."""
     if rect.width > 0 and rect.height > 0:
@@ -426,7 +429,19 @@ def _check_selected(
             fix="Give a box that overlaps the raster, x (longitude) first, in bounds_crs (or the raster's "
             "CRS when bounds_crs is omitted).",
         )
-    what = f"bounds {bounds}" if box is not None else "the mask polygons"
+    if polygons is not None:
+        import shapely
+
+        spread = shapely.total_bounds(np.asarray(polygons.geometries, dtype=object))
+        extent += f"; the mask polygons span {_show_box(tuple(float(v) for v in spread))} in the raster's CRS"
+    if polygons is not None and box is None:  # a file's polygons miss, not an argument: the file must change
+        raise Refused(
+            f"mask: the polygons of layer '{polygons.layer}' of '{polygons.files[0]}' hold no cell of the "
+            f"raster (no cell centre inside, or they miss it): {extent}.",
+            fix="Pass polygons that overlap the raster (a wrong CRS in the file, or x and y swapped, puts "
+            "them elsewhere), or all_touched=True to keep every cell a polygon smaller than a cell touches.",
+        )
+    what = f"bounds {bounds}" + ("" if polygons is None else " and the mask polygons together")
     raise InvalidArgument(
         f"{what} hold no cell of the raster (no cell centre inside, or they miss it): {extent}.",
         fix="Give shapes that overlap the raster, or pass all_touched=True to keep every cell a shape "

@@ -23,14 +23,14 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, ZonalStat, ZonalStatsResult, ZoneStatistics
 from llmc_mcp.operations.progress import counted, fraction_callback
 from llmc_mcp.operations.raster.pixels import read_valid
 from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
-from llmc_mcp.operations.vectors import EXTENSIONS, read_polygons
+from llmc_mcp.operations.vectors import EXTENSIONS, Polygons, read_polygons
 
 MAX_CELLS_IN_MEMORY = 4_000_000
 """Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64
@@ -95,17 +95,20 @@ def zonal_stats(
     no area. A raster of zone ids (its first band) must be an integer raster on exactly the grid of
     ``path`` (raster.align it first otherwise); each of its cells counts fully and its nodata cells belong
     to no zone. Cells that are nodata in ``path`` (nodata value, mask, alpha, NaN/±Inf) are left out
-    everywhere; a zone without valid cells reports count 0 and null for the rest. Values are physical
+    everywhere; a zone without valid cells reports count 0 and null for the rest, but when no polygon
+    overlaps the raster at all the call is refused (both extents given). Values are physical
     (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result says which.
     Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see ``method``).
     Memory follows the largest zone (polygons) or stays flat (zone raster).
 
-    Errors: InvalidArgument for a band outside 1..count, an empty or repeated stats list, zone_field or
-    layer with a zone raster, lines or points, too many zones or vertices; PathRefused for a vector
-    format beyond the three or a sidecar leading out; RasterError for a rotated raster, a zone raster
-    on another grid or with non-integer ids, a raster without CRS with polygon zones, or a sidecar
-    overriding the georeferencing of path or of a zone raster (pass georeferencing: it applies to
-    both); CrsError when the zones' CRS cannot be transformed.
+    Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, an empty or repeated
+    stats list, zone_field or layer with a zone raster, too many zones or vertices; refused for zones
+    with no area (lines, points, empty or collapsed polygons), a layer with no features, polygons of
+    which none overlaps the raster, a zone raster whose every cell is nodata or on another grid, or a
+    sidecar overriding the georeferencing of path or of a zone raster (pass georeferencing: it
+    applies to both); path_refused for a vector format beyond the three or a sidecar leading out;
+    raster_error for a rotated raster, a zone raster with non-integer ids or a raster without CRS
+    with polygon zones; crs_error when the zones' CRS cannot be transformed.
     """
     wanted = _check_stats(stats)
     vector = Path(zones).suffix.lower() in EXTENSIONS
@@ -178,6 +181,7 @@ def _polygon_zones(
             "pass a raster of zone ids on its grid.",
         )
     polygons = read_polygons(ctx, zones, argument="zones", target_crs=ds.crs, layer=layer, field=zone_field)
+    _check_zones_meet(ds, shown, zones, polygons)
     source = _band_source(ctx, ds, band, linear)
     features = _features(polygons.geometries, ds.crs.to_wkt())
     rows = exact_extract(
@@ -219,6 +223,31 @@ def _polygon_zones(
         transformation=polygons.transformation,
         repaired_zones=polygons.repaired,
         method=method,
+    )
+
+
+def _check_zones_meet(ds: DatasetReader, shown: str, zones: str, polygons: Polygons) -> None:
+    """Refuse zones of which none overlaps the raster.
+
+    Each would get count 0 and null for the rest: true, but when every zone misses, the zones are in
+    another place than the raster (a file whose CRS is wrong, x and y swapped, another raster), and a
+    list of empty zones would hide that. One zone outside among others keeps its count 0.
+    """
+    import shapely
+
+    left, bottom, right, top = ds.bounds
+    footprint = shapely.box(min(left, right), min(bottom, top), max(left, right), max(bottom, top))
+    geometries = np.asarray(polygons.geometries, dtype=object)
+    if shapely.intersects(geometries, footprint).any():
+        return
+    spread = ", ".join(f"{v:.10g}" for v in shapely.total_bounds(geometries))
+    moved = "" if polygons.transformation is None else f", transformed from {polygons.source_crs}"
+    raise Refused(
+        f"zones: no polygon of layer '{polygons.layer}' of '{zones}' overlaps '{shown}': the zones span "
+        f"({spread}) and the raster covers ({left:.10g}, {bottom:.10g}, {right:.10g}, {top:.10g}) in the "
+        f"raster's CRS{moved}.",
+        fix="Pass zones drawn on this raster's area; if they are, the zones file's CRS is wrong (or x and y "
+        "are swapped): rewrite it with its true CRS (ogr2ogr -a_srs).",
     )
 
 
@@ -372,6 +401,11 @@ def _raster_zones(
             moments.add(ids, ids[inside], values)
             if distribution is not None:
                 distribution.add(ids[inside], values)
+    if not moments.zones():
+        raise Refused(
+            f"zones: every cell of '{zones_shown}' is nodata, so it holds no zone to summarise.",
+            fix="Pass the zone raster that holds the ids; check its nodata value (raster.info) if it does.",
+        )
     results = []
     for zone in moments.zones():
         figures = moments.figures(zone)
@@ -434,7 +468,7 @@ def _check_zone_raster(ds: DatasetReader, shown: str, zds: DatasetReader, zones_
         and zds.transform.almost_equals(ds.transform, precision=1e-9 * max(abs(ds.transform.a), 1e-12))
     )
     if not same:
-        raise RasterError(
+        raise Refused(
             f"zones: '{zones_shown}' ({zds.width} x {zds.height}, {zds.crs}, origin "
             f"({zds.transform.c:.10g}, {zds.transform.f:.10g}), cell {zds.transform.a:g}) is not on the grid "
             f"of '{shown}' ({ds.width} x {ds.height}, {ds.crs}, origin ({ds.transform.c:.10g}, "
