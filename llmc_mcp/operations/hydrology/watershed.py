@@ -160,7 +160,8 @@ class _Snapper:
     ) -> tuple[int, int, float]:
         if not inside:
             raise InvalidArgument(
-                f"pour_points[{i}] ({x:g}, {y:g} in the grid's CRS) is off the grid.",
+                f"pour_points[{i}] ({x:.10g}, {y:.10g} in the grid's CRS) is off the grid, which covers "
+                f"({', '.join(f'{v:.10g}' for v in self.ds.bounds)}) (left, bottom, right, top).",
                 fix="Pass points inside the DEM (and points_crs if they are in another CRS).",
             )
         window = self._window(x, y, row, col, distance or 0.0)
@@ -172,7 +173,7 @@ class _Snapper:
         near &= self.valid[rr.ravel(), cc.ravel()]
         if not near.any():
             raise InvalidArgument(
-                f"pour_points[{i}] ({x:g}, {y:g}) falls on nodata"
+                f"pour_points[{i}] ({x:.10g}, {y:.10g}) falls on nodata"
                 + (f" and no valid cell is within {distance:g} m." if distance else "."),
                 fix="Move the point onto the DEM's data, or pass a snap_distance that reaches the channel.",
             )
