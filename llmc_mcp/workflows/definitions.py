@@ -1,21 +1,26 @@
 """Workflow definitions: the pydantic models of a YAML file, and loading them safely.
 
 A definition is data a user writes (``<workspace>/.llmc/workflows/*.yaml``) or the package ships
-(``builtin/``). It is read with ``yaml.safe_load`` only (no tags that build objects), bounded in
-size, and checked by :mod:`llmc_mcp.workflows.validate` before anything runs it. Every problem names
-the file, the step and what is wrong.
+(``builtin/``). Workers can write that folder too, so a file there is hostile input: it is read with
+:class:`_DefinitionLoader` only (YAML's safe schema, no tags that build objects, no anchors or aliases,
+nesting at most :data:`MAX_DEPTH` deep), bounded in size, and checked by
+:mod:`llmc_mcp.workflows.validate` before anything runs it. Every problem names the file, the step and
+what is wrong; whatever goes wrong with one user file puts that file under ``skipped`` and never
+touches the others.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmc_mcp.operations.models import WorkflowAnswerKind
@@ -23,6 +28,12 @@ from llmc_mcp.operations.models import WorkflowAnswerKind
 MAX_FILE_BYTES = 256 * 1024
 MAX_USER_FILES = 200
 """Files read from the user folder; the rest are reported, not read."""
+MAX_USER_BYTES = 2 * 1024 * 1024
+"""Bytes of user files one catalog parses: a full folder of the largest files is reported, not parsed
+(the pure-Python parser takes about 0.6 s per MiB, on every call that lists the folder)."""
+MAX_DEPTH = 32
+"""Nesting of YAML collections: a definition needs about 8; 5,000 levels overflowed the parser's
+recursion (``RecursionError``) and so escaped every check."""
 
 IDENTIFIER = r"^[a-z][a-z0-9_]{0,63}$"
 AnswerKind = WorkflowAnswerKind
@@ -139,18 +150,49 @@ class DefinitionError(ValueError):
         self.problems = problems
 
 
+class _DefinitionLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without anchors and aliases, and with collections at most :data:`MAX_DEPTH` deep.
+
+    An alias is a reference, so a few hundred bytes of aliases to aliases (the "billion laughs")
+    stand for billions of values once anything walks or copies the document (a state freezes the
+    definition into JSON): an 878-byte file took a server to 4.7 GB. Nothing a definition says needs
+    one, so they are refused where the composer meets them, before any node is built. The depth is
+    checked there too, since the composer recurses once per level.
+    """
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            refused = "anchors and aliases (&name, *name, <<) are not allowed; write the values out"
+            raise yaml.composer.ComposerError(None, None, refused, event.start_mark)
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def parse_definition(text: str, file: str) -> Workflow:
     """A validated workflow from YAML text, or :class:`DefinitionError` naming every problem."""
-    import yaml
-
     from llmc_mcp.workflows.validate import check_workflow
 
     if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
         raise DefinitionError([Problem(file, None, f"larger than {MAX_FILE_BYTES} bytes")])
+    loader = _DefinitionLoader(text)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise DefinitionError([Problem(file, None, f"bad YAML: {_yaml_reason(exc)}")]) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise DefinitionError(
             [Problem(file, None, "bad YAML: the document must be a mapping (name, steps...)")]
@@ -168,14 +210,33 @@ def parse_definition(text: str, file: str) -> Workflow:
 
 
 def load_file(path: Path) -> Workflow:
+    """The workflow of one file; whatever goes wrong (unreadable, too big, bad YAML, too deep, a bug
+    of ours it trips) is a :class:`DefinitionError` naming the file, never another exception."""
+    return _parse_file(path, _read(path))
+
+
+def _read(path: Path) -> str:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise DefinitionError([Problem(path.name, None, f"{size} bytes, over {MAX_FILE_BYTES}")])
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:  # the file may grow between the stat and the read
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise DefinitionError([Problem(path.name, None, f"over {MAX_FILE_BYTES} bytes")])
+        return raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DefinitionError([Problem(path.name, None, f"cannot be read ({exc})")]) from None
-    return parse_definition(text, path.name)
+
+
+def _parse_file(path: Path, text: str) -> Workflow:
+    try:
+        return parse_definition(text, path.name)
+    except DefinitionError:
+        raise
+    except Exception as exc:  # one hostile file must cost only itself, whatever it trips
+        reason = f"could not be loaded ({type(exc).__name__}: {str(exc)[:200]})"
+        raise DefinitionError([Problem(path.name, None, reason)]) from None
 
 
 @functools.cache
@@ -201,22 +262,71 @@ class Catalog:
     problems: tuple[Problem, ...]
 
 
-def load_catalog(user_dir: Path) -> Catalog:
-    """Built-ins plus the user's definitions; a bad user file is reported and skipped, never fatal."""
+class ParsedFiles:
+    """User definitions already parsed, by file identity, so a call that lists the folder parses only
+    what changed (a server reads the folder on every ``list``, ``describe`` and ``start``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parsed: dict[str, tuple[tuple[int, ...], Workflow | DefinitionError]] = {}
+
+    def get(self, path: Path, identity: tuple[int, ...]) -> Workflow | DefinitionError | None:
+        with self._lock:
+            found = self._parsed.get(path.name)
+        return found[1] if found is not None and found[0] == identity else None
+
+    def put(self, path: Path, identity: tuple[int, ...], result: Workflow | DefinitionError) -> None:
+        with self._lock:
+            self._parsed[path.name] = (identity, result)
+
+    def keep_only(self, names: set[str]) -> None:
+        with self._lock:
+            for name in set(self._parsed) - names:
+                del self._parsed[name]
+
+
+def load_catalog(user_dir: Path, parsed: ParsedFiles | None = None) -> Catalog:
+    """Built-ins plus the user's definitions; a bad user file is reported and skipped, never fatal.
+
+    Whatever one file does (too big, bad YAML, aliases, nested too deep, an exception of any kind) puts
+    that file under ``problems`` and leaves every other workflow as it was. At most
+    :data:`MAX_USER_BYTES` of files are parsed per call (``parsed`` remembers files parsed before).
+    """
     workflows = dict(builtin_workflows())
     builtin = frozenset(workflows)
     problems: list[Problem] = []
+    parsed = parsed if parsed is not None else ParsedFiles()
+    budget = MAX_USER_BYTES
+    seen: set[str] = set()
     for path in _user_files(user_dir, problems):
+        seen.add(path.name)
         try:
-            workflow = load_file(path)
-        except DefinitionError as exc:
-            problems.extend(exc.problems)
+            info = path.stat()
+            identity = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            result = parsed.get(path, identity)
+            if result is None:
+                if info.st_size > budget:
+                    over = f"not read: the folder's files are over {MAX_USER_BYTES} bytes"
+                    problems.append(Problem(path.name, None, over))
+                    continue
+                budget -= info.st_size
+                try:
+                    result = _parse_file(path, _read(path))
+                except DefinitionError as exc:
+                    result = exc
+                parsed.put(path, identity, result)
+        except OSError as exc:
+            result = DefinitionError([Problem(path.name, None, f"cannot be read ({exc.strerror})")])
+        if isinstance(result, DefinitionError):
+            problems.extend(result.problems)
             continue
+        workflow = result
         if workflow.name in workflows:
             owner = "a built-in workflow" if workflow.name in builtin else "another file"
             problems.append(Problem(path.name, None, f"the name {workflow.name!r} is taken by {owner}"))
             continue
         workflows[workflow.name] = workflow
+    parsed.keep_only(seen)
     return Catalog(workflows, builtin, tuple(problems))
 
 

@@ -4,14 +4,21 @@
 saved value; ``${foreach item in list}...${/foreach}`` repeats its body for each item of a list. A
 definition is data written by a user, so nothing in a template can run code: a reference is a name
 followed by keys and indexes, and that is all the parser accepts.
+
+Nor can a template make the server work without end: loops nest at most :data:`MAX_FOREACH_DEPTH`
+deep and a template holds at most :data:`MAX_LOOPS` of them (refused when the definition is loaded),
+and a render stops with a :class:`TemplateError` past :data:`MAX_RENDER_STEPS` references and loop
+turns, :data:`MAX_RENDERED_CHARS` characters, or its :class:`Budget`'s deadline. Six loops nested
+over a 50-item answer once rendered 50**6 times, with no output to trip a size check, for ever.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _NAME = r"[A-Za-z][A-Za-z0-9_]*"
@@ -22,6 +29,12 @@ _TAG = re.compile(r"\$\{([^{}]*)\}")
 _FOREACH = re.compile(rf"\Aforeach\s+({_NAME})\s+in\s+(.+?)\s*\Z")
 MAX_RENDERED_CHARS = 200_000
 """A rendered instruction past this is refused: a foreach over a long list inside another is a bug."""
+MAX_FOREACH_DEPTH = 3
+"""Loops inside loops: a table of rows of cells is three; deeper nests multiply every list's length."""
+MAX_LOOPS = 20
+"""``${foreach}`` tags in one template."""
+MAX_RENDER_STEPS = 100_000
+"""References substituted plus loop turns in one render (or one :class:`Budget`): about 0.1 s of work."""
 
 
 class TemplateError(ValueError):
@@ -47,6 +60,32 @@ class Loop:
 Node = str | Ref | Loop
 
 
+@dataclass
+class Budget:
+    """What renders may still spend: steps (references and loop turns) and time (a monotonic deadline).
+
+    One budget may be shared by every render of a call, so the call as a whole is bounded.
+    """
+
+    steps: int = MAX_RENDER_STEPS
+    deadline: float | None = None
+    spent: int = field(default=0, init=False)
+
+    @classmethod
+    def for_seconds(cls, seconds: float, steps: int = MAX_RENDER_STEPS) -> Budget:
+        return cls(steps=steps, deadline=time.monotonic() + seconds)
+
+    def spend(self) -> None:
+        self.spent += 1
+        if self.spent > self.steps:
+            raise TemplateError(
+                f"rendering took over {self.steps} substitutions and loop turns (a foreach over long lists "
+                "inside another); the definition must loop over less"
+            )
+        if self.deadline is not None and self.spent % 256 == 0 and time.monotonic() > self.deadline:
+            raise TemplateError("rendering ran past the call's deadline; the definition must loop over less")
+
+
 def parse_ref(text: str) -> Ref:
     text = text.strip()
     match = _PATH.match(text)
@@ -64,7 +103,7 @@ def parse_ref(text: str) -> Ref:
 def parse(template: str) -> tuple[Node, ...]:
     """The template as text, references and loops; a malformed one is a :class:`TemplateError`."""
     stack: list[tuple[str, Ref | None, list[Node]]] = [("", None, [])]
-    position = 0
+    position = loops = 0
     for tag in _TAG.finditer(template):
         if tag.start() > position:
             stack[-1][2].append(template[position : tag.start()])
@@ -72,6 +111,11 @@ def parse(template: str) -> tuple[Node, ...]:
         inner = tag.group(1).strip()
         loop = _FOREACH.match(inner)
         if loop is not None:
+            loops += 1
+            if len(stack) > MAX_FOREACH_DEPTH:
+                raise TemplateError(f"foreach loops nest more than {MAX_FOREACH_DEPTH} deep")
+            if loops > MAX_LOOPS:
+                raise TemplateError(f"more than {MAX_LOOPS} foreach loops in one template")
             stack.append((loop.group(1), parse_ref(loop.group(2)), []))
         elif inner == "/foreach":
             if len(stack) == 1:
@@ -131,33 +175,48 @@ def lookup(ref: Ref, values: Mapping[str, Any]) -> Any:
     return value
 
 
-def render(template: str, values: Mapping[str, Any]) -> str:
-    """The template with every reference substituted; lists and objects are written as JSON."""
-    out: list[str] = []
-    _render(parse(template), dict(values), out)
-    text = "".join(out)
-    if len(text) > MAX_RENDERED_CHARS:
-        raise TemplateError(f"the rendered text has {len(text)} characters, over {MAX_RENDERED_CHARS}")
-    return text
+def render(template: str, values: Mapping[str, Any], budget: Budget | None = None) -> str:
+    """The template with every reference substituted; lists and objects are written as JSON.
+
+    Bounded by ``budget`` (a fresh one when None) and by :data:`MAX_RENDERED_CHARS`."""
+    out = _Output(budget if budget is not None else Budget())
+    out.render(parse(template), dict(values))
+    return "".join(out.parts)
 
 
-def render_value(template: Any, values: Mapping[str, Any]) -> Any:
+def render_value(template: Any, values: Mapping[str, Any], budget: Budget | None = None) -> Any:
     """A template that is exactly one reference yields the value itself (a number stays a number)."""
     if not isinstance(template, str):
         return template
     nodes = parse(template)
     if len(nodes) == 1 and isinstance(nodes[0], Ref):
         return lookup(nodes[0], values)
-    return render(template, values)
+    return render(template, values, budget)
 
 
-def _render(nodes: tuple[Node, ...], values: dict[str, Any], out: list[str]) -> None:
-    for node in nodes:
-        if isinstance(node, str):
-            out.append(node)
-        elif isinstance(node, Ref):
-            out.append(show(lookup(node, values)))
-        else:
+class _Output:
+    """The text rendered so far, its length kept as it grows (the limit is checked on every part)."""
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+        self.parts: list[str] = []
+        self.chars = 0
+
+    def add(self, text: str) -> None:
+        self.chars += len(text)
+        if self.chars > MAX_RENDERED_CHARS:
+            raise TemplateError(f"the rendered text is over {MAX_RENDERED_CHARS} characters")
+        self.parts.append(text)
+
+    def render(self, nodes: tuple[Node, ...], values: dict[str, Any]) -> None:
+        for node in nodes:
+            if isinstance(node, str):
+                self.add(node)
+                continue
+            self.budget.spend()
+            if isinstance(node, Ref):
+                self.add(show(lookup(node, values)))
+                continue
             items = lookup(node.source, values)
             if not isinstance(items, list):
                 raise TemplateError(
@@ -165,9 +224,8 @@ def _render(nodes: tuple[Node, ...], values: dict[str, Any], out: list[str]) -> 
                     f"{node.source.text} is a {_kind(items)}, not a list"
                 )
             for item in items:
-                _render(node.body, {**values, node.variable: item}, out)
-                if sum(len(part) for part in out) > MAX_RENDERED_CHARS:
-                    raise TemplateError(f"the rendered text is over {MAX_RENDERED_CHARS} characters")
+                self.budget.spend()
+                self.render(node.body, {**values, node.variable: item})
 
 
 def show(value: Any) -> str:
