@@ -10,7 +10,8 @@ steepest.
   Eng. Rem. S. 54(11): each cell drains to the neighbour with the greatest drop per unit of ground
   distance between the cell centres (a diagonal neighbour is farther, so it must be lower by more);
   distances come per row (:func:`._grid.neighbour_distances`), so non-square and geographic cells are
-  measured on the ground. Of equal slopes the first in ESRI order (E, SE, S, SW, W, NW, N, NE) wins.
+  measured on the ground. Of equal slopes (within :data:`SLOPE_TOLERANCE`) the first in ESRI order
+  (E, SE, S, SW, W, NW, N, NE) wins.
 
 - D-infinity, Tarboton (1997), Water Resour. Res. 33(2): per cell, the steepest downslope direction
   over the 8 triangular facets formed with a cardinal and a diagonal neighbour, as an angle; its flow
@@ -48,6 +49,10 @@ SHARE_TOLERANCE = 1e-5
 """A D-infinity share below this (a 0.00045 degree angle off a neighbour's direction) is none: an
 angle stored in float32 on a neighbour's direction must not send a rounding error's share to the
 other, possibly higher, neighbour."""
+SLOPE_TOLERANCE = 1e-6
+"""D8 slopes within this fraction of the steepest are equally steep (the tie rule then chooses). Ground
+distances between the centres of a projected grid's square cells differ in the seventh digit (the
+projection's scale changes across a cell), which must not decide between two equal drops."""
 DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], dtype=np.int64)
 DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], dtype=np.int64)
 
@@ -326,6 +331,7 @@ def kernels() -> SimpleNamespace:
         rows, cols = z.shape
         codes = np.zeros((rows, cols), dtype=np.uint8)
         distance = np.empty(8, dtype=np.float64)
+        slope = np.empty(8, dtype=np.float64)
         for r in range(rows):
             # Row r's neighbours above are row r - 1's neighbours below, seen from the other end.
             above = max(r - 1, 0)
@@ -336,15 +342,19 @@ def kernels() -> SimpleNamespace:
                 if not valid[r, c]:
                     continue
                 here = np.float64(z[r, c])
-                best = 0.0
-                for k in range(8):  # ESRI order; a strict > keeps the first of equal slopes
+                steepest = 0.0
+                for k in range(8):
                     rr, cc = r + DR[k], c + DC[k]
-                    if rr < 0 or rr >= rows or cc < 0 or cc >= cols or not valid[rr, cc]:
-                        continue
-                    slope = (here - np.float64(z[rr, cc])) / distance[k]
-                    if slope > best:
-                        best = slope
-                        codes[r, c] = np.uint8(1 << k)
+                    if 0 <= rr < rows and 0 <= cc < cols and valid[rr, cc]:
+                        slope[k] = (here - np.float64(z[rr, cc])) / distance[k]
+                        steepest = max(steepest, slope[k])
+                    else:
+                        slope[k] = 0.0
+                if steepest > 0.0:
+                    for k in range(8):  # ESRI order: the first of the equally steep
+                        if slope[k] >= steepest * (1.0 - SLOPE_TOLERANCE):
+                            codes[r, c] = np.uint8(1 << k)
+                            break
         return codes
 
     return SimpleNamespace(

@@ -4,9 +4,10 @@
 greatest drop per unit of ground distance between the cell centres (O'Callaghan & Mark 1984, Jenson &
 Domingue 1988; what ArcGIS, GRASS, TauDEM and WhiteboxTools compute). Distances are measured on the
 ellipsoid per row (:func:`._grid.neighbour_distances`), so non-square cells and geographic grids are
-right; equal slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE). A cell without a lower
-neighbour (on a flat, or a pit) takes its direction from pyflwdir's priority flood
-(``fill_depressions``), which crosses a flat towards its spill point. Run with the smallest positive
+right; equal slopes (within one part in a million: ``_routing.SLOPE_TOLERANCE``) go to the first in
+ESRI order (E, SE, S, SW, W, NW, N, NE). A cell without a lower neighbour (on a flat, or a pit) takes
+its direction from pyflwdir's priority flood (``fill_depressions``), which crosses a flat towards its
+spill point. Run with the smallest positive
 ``max_depth``, every cell lower than the cell it was reached from starts a sink instead of being
 raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice), and
 its lowest cell drains nowhere.
@@ -63,7 +64,9 @@ MFD_ENCODING = (
 )
 SMALLEST_DEPTH = float(np.nextafter(np.float32(0), np.float32(1)))
 """A depression depth every real depression exceeds: with it, the flood fills nothing."""
-TIE_RULE = "equal slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE)"
+TIE_RULE = (
+    "equal slopes (within one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE)"
+)
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
@@ -118,7 +121,8 @@ def flow_direction(
     lower neighbour drains to the steepest one: the greatest drop per metre of ground between the cell
     centres (a diagonal neighbour is farther, so it must be lower by more), with distances measured on
     the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
-    slopes go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE). A cell on a flat drains
+    slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE).
+    A cell on a flat drains
     across it towards its spill point. Depressions are NOT filled here: a depression left in the DEM
     drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
     grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
