@@ -40,6 +40,11 @@ class Settings(BaseModel):
     disk_reserve_mb: int = Field(
         256, ge=0, description="Free disk space no output may take, kept for the server's records, MiB."
     )
+    allow_overwrite_originals: bool = Field(
+        False,
+        description="Let an operation's dst replace a file llmc-mcp did not write (and its sidecars); by "
+        "default only llmc-mcp's own outputs are replaced. files.remove never deletes such files.",
+    )
 
     reflection: Literal["hints", "sampling", "auto"] = Field(
         "auto",
@@ -77,6 +82,7 @@ class Settings(BaseModel):
             "sampling_timeout": os.environ.get("LLMC_MCP_SAMPLING_TIMEOUT"),
             "min_confidence": os.environ.get("LLMC_MCP_MIN_CONFIDENCE"),
             "review_timeout": os.environ.get("LLMC_MCP_REVIEW_TIMEOUT"),
+            "allow_overwrite_originals": os.environ.get("LLMC_MCP_ALLOW_OVERWRITE_ORIGINALS"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

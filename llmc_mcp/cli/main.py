@@ -123,9 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lineage.add_argument("--json", action="store_true", help="Print the lineage as JSON.")
     validate = provenance_commands.add_parser(
-        "validate", help="Check provenance records (any producer's) against the manifest format."
+        "validate",
+        help="Check provenance records against the manifest format, and that this workspace's server signed "
+        "them.",
     )
     validate.add_argument("records", type=Path, nargs="+", help="*.provenance.json files.")
+    validate.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="The workspace whose server must have signed them (default: current dir).",
+    )
     return parser
 
 
@@ -178,6 +186,13 @@ def _add_quota_flags(parser: argparse.ArgumentParser) -> None:
             metavar=metavar,
             help=f"{text} {_ENV}",
         )
+    parser.add_argument(
+        "--allow-overwrite-originals",
+        action="store_true",
+        default=None,
+        help="Let an operation's dst replace a file llmc-mcp did not write (default: refused; files.remove "
+        f"still never deletes one). {_ENV}",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +258,7 @@ def _settings(args: argparse.Namespace):
             max_workers=getattr(args, "max_workers", None),
             reflection=getattr(args, "reflection", None),
             min_confidence=getattr(args, "min_confidence", None),
+            allow_overwrite_originals=getattr(args, "allow_overwrite_originals", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:
@@ -317,21 +333,36 @@ def _lineage(args: argparse.Namespace) -> int:
         print(f"{stop.path}  stopped: {stop.reason}")
     for ignored in walked.ignored_records:
         print(f"{ignored}  ignored (unreadable or not a conforming record)")
+    for foreign in walked.unverified_records:
+        print(f"{foreign}  unverified (not signed by this workspace's server: foreign, or edited since)")
     return 0
 
 
 def _validate_records(args: argparse.Namespace) -> int:
+    """Conformance of each record, then whether this workspace's server signed it; 1 if any fails either."""
+    from llmc_mcp.outputs import OutputLedger
+    from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, verified
     from llmc_mcp.provenance.conformance import problems
+    from llmc_mcp.workspace import Workspace
 
+    ledger = OutputLedger(Workspace(_existing_workspace(args.workspace or Path.cwd())))
     failed = False
     for path in args.records:
         try:
-            found = problems(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            found = [f"unreadable: {exc}"]
+            if path.stat().st_size > MAX_RECORD_BYTES:
+                raise ValueError(f"over {MAX_RECORD_BYTES} bytes")
+            record = json.loads(path.read_text(encoding="utf-8"))
+            found = problems(record)
+        except (OSError, ValueError, RecursionError) as exc:
+            record, found = None, [f"unreadable: {exc}"]
+        if not found and not verified([record], ledger.verify_records)[0]:
+            found = [
+                "conforms, but is unverified: not signed by the llmc-mcp server of "
+                f"{ledger.workspace.root} (another producer's or workspace's, planted, or edited since)"
+            ]
         for problem in found:
             print(f"{path}: {problem}")
         if not found:
-            print(f"{path}: conforms")
+            print(f"{path}: conforms, and this workspace's server signed it")
         failed = failed or bool(found)
     return 1 if failed else 0

@@ -27,9 +27,10 @@ def lineage(
     way. The walk stops where no record claims a file (an original: listed in ``originals``), where
     an input is missing or its bytes changed since the record was written (``stops``, with the
     reason). Records that are unreadable or do not conform to the manifest format are not believed
-    (``ignored_records``). Reads only; hashes every file it visits (at most 200).
+    (``ignored_records``); conforming records this server did not sign are foreign and never followed
+    (``unverified_records``). Reads only; hashes every file it visits (at most 200).
 
     Errors (ApiError, by e.type): not_found if the file does not exist; path_refused outside the
     workspace.
     """
-    return walk_lineage(ctx.workspace, path)
+    return walk_lineage(ctx.workspace, path, ctx.outputs)

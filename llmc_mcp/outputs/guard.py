@@ -12,12 +12,17 @@ from typing import Any, Protocol
 
 from llmc_mcp.outputs.ledger import OutputLedger
 from llmc_mcp.outputs.models import Grant, Removal, WriteLimit
+from llmc_mcp.provenance.authenticity import Claim
 
 
 class OutputGuard(Protocol):
     """How operation code asks for, and hands back, permission to write one output."""
 
     def begin(self, dst: str) -> Grant: ...
+
+    def check_writable(self, dst: str) -> None:
+        """Refuse, before any work, a ``dst`` that :meth:`begin` would refuse as someone's original."""
+        ...
 
     def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
         """While the write runs: no file may grow past ``grant.max_bytes``, where the process allows it."""
@@ -35,6 +40,10 @@ class OutputGuard(Protocol):
         """Delete an output llmc-mcp wrote (:meth:`OutputLedger.remove`); refuse anything else."""
         ...
 
+    def verify_records(self, claims: list[Claim]) -> list[bool]:
+        """Which provenance records the server sealed (:mod:`llmc_mcp.provenance.authenticity`)."""
+        ...
+
 
 class LocalOutputs:
     """An :class:`OutputGuard` for operations run in this process: the ledger itself, for one session."""
@@ -45,6 +54,9 @@ class LocalOutputs:
 
     def begin(self, dst: str) -> Grant:
         return self.ledger.begin(self.session, dst)
+
+    def check_writable(self, dst: str) -> None:
+        self.ledger.check_writable(dst)
 
     def limit(self, grant: Grant) -> AbstractContextManager[WriteLimit]:
         # A file-size limit is per process: here it would also bound the server's own writes (the
@@ -63,6 +75,9 @@ class LocalOutputs:
     def remove(self, path: str) -> Removal:
         return self.ledger.remove(self.session, path)
 
+    def verify_records(self, claims: list[Claim]) -> list[bool]:
+        return self.ledger.verify_records(claims)
+
 
 class RemoteOutputs:
     """An :class:`OutputGuard` for a worker: every step is decided by the server, over the channel."""
@@ -72,6 +87,9 @@ class RemoteOutputs:
 
     def begin(self, dst: str) -> Grant:
         return Grant.from_dict(self._host.request("outputs.begin", {"dst": dst}))
+
+    def check_writable(self, dst: str) -> None:
+        self._host.request("outputs.writable", {"dst": dst})
 
     @contextlib.contextmanager
     def limit(self, grant: Grant) -> Iterator[WriteLimit]:
@@ -106,3 +124,8 @@ class RemoteOutputs:
 
     def remove(self, path: str) -> Removal:
         return Removal.from_dict(self._host.request("outputs.remove", {"path": path}))
+
+    def verify_records(self, claims: list[Claim]) -> list[bool]:
+        """Asked of the server: the key that signs the records never enters a worker."""
+        answers = self._host.request("outputs.verify_records", {"claims": [list(c) for c in claims]})
+        return [answer is True for answer in answers]

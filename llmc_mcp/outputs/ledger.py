@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from llmc_mcp.errors import InvalidArgument, NotFound
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
     Grant,
@@ -24,10 +24,13 @@ from llmc_mcp.outputs.models import (
     OutputRecord,
     Quota,
     QuotaExceeded,
+    RecordSigner,
     Removal,
     RemoveRefused,
-    Signer,
 )
+from llmc_mcp.provenance.authenticity import Claim, seal, verify_claims
+from llmc_mcp.provenance.capture import sha256_of
+from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.reflection.store import JustificationStore, atomic_write
 from llmc_mcp.sessions import principal
 from llmc_mcp.workspace import Workspace, check_relative_name
@@ -84,7 +87,7 @@ class _Standing:
 class OutputLedger:
     """The quotas, journal and ledger of one workspace, for one server process; thread-safe."""
 
-    def __init__(self, workspace: Workspace, quota: Quota | None = None, signer: Signer | None = None):
+    def __init__(self, workspace: Workspace, quota: Quota | None = None, signer: RecordSigner | None = None):
         """``signer`` defaults to the workspace's justification store (its key is read at first use)."""
         self.workspace = workspace
         self.quota = quota or Quota()
@@ -104,7 +107,9 @@ class OutputLedger:
         rel = self.workspace.relative(path)
         account = _account(session)
         with self._locked():
-            now = _Standing.of(self._load(), account, rel)
+            records = self._load()
+            self._check_not_original(path, records)
+            now = _Standing.of(records, account, rel)
             self._check_files(now.session.files + now.new_to_session, now.workspace.files + now.new_file, rel)
             limits = [
                 (
@@ -149,10 +154,21 @@ class OutputLedger:
         entry = self._entry(session, token)
         tmp, dst = self.workspace.root / entry["tmp"], self.workspace.root / entry["dst"]
         account = _account(session)
+        try:  # before the lock: hashing the output takes time, and other sessions commit meanwhile
+            sealed = self._seal(entry, tmp)
+        except BaseException:
+            self._discard(entry)
+            raise
         with self._locked():
             try:
                 if not tmp.is_file():
                     raise InvalidArgument(f"The temporary file of '{entry['dst']}' is missing.")
+                if sealed is not None and _identity(tmp.stat()) != sealed:
+                    raise Refused(
+                        f"'{entry['dst']}' changed after the server hashed it for its provenance record; "
+                        "it was not kept.",
+                        fix="Run the operation again.",
+                    )
                 size = sum(p.stat().st_size for p in family(tmp))
                 records = self._load()
                 now = _Standing.of(records, account, entry["dst"])
@@ -174,6 +190,41 @@ class OutputLedger:
             self._save(records)
             self._forget(entry)
         return record
+
+    def verify_records(self, claims: list[Claim]) -> list[bool]:
+        """Which provenance records this server sealed (:mod:`llmc_mcp.provenance.authenticity`)."""
+        return verify_claims(self.signer, claims)
+
+    def _seal(self, entry: Mapping[str, Any], tmp: Path) -> tuple[int, int, int, int] | None:
+        """Sign the provenance record of the write, after checking it describes what is committed.
+
+        The output's own record (``<tmp>.provenance.json``) must claim the bytes the server hashes
+        here; a record committed alone (``dst`` ends in ``.provenance.json``: a failed run's) claims
+        no output. Returns the identity of the output hashed, which the commit checks again under the
+        lock (a write since would change its ctime), or None when there was nothing to hash.
+        """
+        dst = str(entry["dst"])
+        if dst.endswith(RECORD_SUFFIX):
+            seal(self.signer, tmp, dst=dst, output_sha256=None, decision_known=self._decision_known)
+            return None
+        record = Path(f"{tmp}{RECORD_SUFFIX}")
+        if not os.path.lexists(record) or not tmp.is_file():
+            return None  # no record to vouch for (a write outside any call); nothing is signed
+        before = _identity(tmp.stat())
+        digest = sha256_of(tmp)
+        if _identity(tmp.stat()) != before:
+            raise Refused(
+                f"'{dst}' changed while the server hashed it for its provenance record; it was not kept.",
+                fix="Run the operation again.",
+            )
+        seal(self.signer, record, dst=dst, output_sha256=digest, decision_known=self._decision_known)
+        return before
+
+    def _decision_known(self, domain: str, key: str) -> bool:
+        try:
+            return self.signer.get(domain, key) is not None
+        except LlmcError:  # not a domain or a key at all
+            return False
 
     def abort(self, session: str, token: str) -> None:
         """A write failed: delete what it left and the directories it created."""
@@ -212,6 +263,13 @@ class OutputLedger:
             log.warning("removed the temporary files of %d writes a previous server left unfinished", swept)
         return swept
 
+    def check_writable(self, dst: str) -> None:
+        """Raise :class:`~llmc_mcp.errors.Refused` if writing ``dst`` would replace a file llmc-mcp did
+        not write (an operation's preflight asks before the gate; :meth:`begin` decides)."""
+        path = self.workspace.output_path(dst, argument="dst")
+        with self._lock:
+            self._check_not_original(path, self._load())
+
     # ------------------------------------------------------------------------------------ observing
 
     def outputs(self) -> dict[str, OutputRecord]:
@@ -247,6 +305,37 @@ class OutputLedger:
             self._save(records)
             left = _usage(r for r in records.values() if r.session == account)
         return Removal(rel, removed, record.bytes, left.bytes, left.files)
+
+    def _check_not_original(self, path: Path, records: Mapping[str, OutputRecord]) -> None:
+        """Refuse a write that would replace, or take the sidecars of, a file llmc-mcp did not write.
+
+        A commit renames the new file onto ``dst`` and replaces or deletes each of ``dst``'s sidecars
+        (:func:`_move_into_place`): only an output in the ledger, unchanged since, may be so replaced,
+        with the sidecars that go with it. Any other existing name (``dst`` or a sidecar of it, unless
+        the sidecar is itself an output, such as the record of an earlier failed run) is someone's
+        original, unless the server runs with ``--allow-overwrite-originals``.
+        """
+        if self.quota.overwrite_originals or self.workspace.relative(path) in records:
+            return
+        for name in (path, *(path.with_name(path.name + suffix) for suffix in SIDECAR_SUFFIXES)):
+            rel = self.workspace.relative(name)
+            if os.path.lexists(name) and rel not in records:
+                raise self._original(rel, self.workspace.relative(path))
+
+    def _original(self, rel: str, dst: str) -> Refused:
+        """Why writing ``dst`` is refused: ``rel`` (``dst`` or a sidecar) is not an output llmc-mcp wrote."""
+        changed = any(verified and item.get("path") == rel for item, verified in self._entries())
+        whose = (
+            "was written by llmc-mcp but has been replaced or modified since (by the user or another program)"
+            if changed
+            else "was not written by llmc-mcp (it is the user's or another program's)"
+        )
+        what = f"'{dst}'" if rel == dst else f"'{dst}' would replace its sidecar '{rel}', which"
+        return Refused(
+            f"dst: writing {what} {whose}; llmc-mcp overwrites only its own outputs. Nothing was written.",
+            fix=f"Write to another dst (e.g. 'out/{Path(dst).name}'); only if the user wants their files "
+            "replaced, they can restart the server with --allow-overwrite-originals.",
+        )
 
     def _named_file(self, name: object) -> Path:
         """``name`` as a path to an existing regular file reached through no link."""
@@ -397,7 +486,7 @@ class OutputLedger:
         _write_json(self._ledger, {"version": 2, "outputs": outputs})
 
     @property
-    def signer(self) -> Signer:
+    def signer(self) -> RecordSigner:
         if self._signer is None:
             self._signer = JustificationStore(self.workspace.preflight_dir)
         return self._signer
@@ -514,6 +603,11 @@ def _move_into_place(tmp: Path, dst: Path) -> None:
             old.unlink(missing_ok=True)
     for leftover in family(tmp):
         leftover.unlink(missing_ok=True)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes with any write to a file: only the kernel sets the ctime."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _account(session: str) -> str:

@@ -40,15 +40,26 @@ class Signer(Protocol):
     def verify_bytes(self, payload: bytes, digest: str) -> bool: ...
 
 
+class RecordSigner(Signer, Protocol):
+    """What seals provenance records at commit: a :class:`Signer` that also knows the decisions on record
+    (a record may credit only those)."""
+
+    def get(self, domain: str, key: str) -> object | None: ...
+
+
 @dataclass(frozen=True)
 class Quota:
-    """Limits on what llmc-mcp writes; set by the ``--quota-*`` and ``--disk-reserve-mb`` flags."""
+    """Limits on what llmc-mcp writes; set by the ``--quota-*``, ``--disk-reserve-mb`` and
+    ``--allow-overwrite-originals`` flags."""
 
     session_bytes: int = 2048 * MiB
     session_files: int = 1000
     workspace_bytes: int = 20 * 1024 * MiB
     workspace_files: int = 10_000
     reserve_bytes: int = 256 * MiB
+    overwrite_originals: bool = False
+    """Whether a write may replace a file llmc-mcp did not write (``--allow-overwrite-originals``); by
+    default only llmc-mcp's own outputs are ever replaced."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Quota:
@@ -58,6 +69,7 @@ class Quota:
             workspace_bytes=settings.quota_workspace_mb * MiB,
             workspace_files=settings.quota_workspace_files,
             reserve_bytes=settings.disk_reserve_mb * MiB,
+            overwrite_originals=settings.allow_overwrite_originals,
         )
 
 

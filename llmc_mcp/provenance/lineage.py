@@ -5,8 +5,11 @@ record whose ``output.sha256`` claims those bytes, and walks each input the reco
 way. The walk stops, and says why, where no record claims the bytes (an original, or a file made
 outside llmc-mcp), where an input is missing, or where an input's bytes are no longer those the
 record hashed (edited since). Records are workspace files like any other, so each is read bounded
-(size, count) and checked against the format (:mod:`.conformance`) before it is believed; input
-paths go through the workspace's path policy.
+(size, count), checked against the format (:mod:`.conformance`), and followed only if the server
+sealed it (:mod:`.authenticity`): a conforming record anyone else wrote is listed as unverified and
+never walked. The records beside the outputs the ledger knows are read first, so no number of
+planted files can push them out of the :data:`MAX_RECORDS` read; input paths go through the
+workspace's path policy.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from typing import Any
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.operations.files import _compile, _walk
 from llmc_mcp.operations.models import Lineage, LineageStep, LineageStop
+from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
+from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, verified
 from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.workspace import Workspace
 
-MAX_RECORD_BYTES = 1 << 20
 MAX_RECORDS = 5000
+"""Record files a walk reads at most besides those beside the ledger's outputs (which the output
+quota bounds)."""
 MAX_STEPS = 200
 """Files a walk visits at most: each is hashed, and a chain longer than this is not a lineage anyone
 reads to the end."""
@@ -38,8 +44,11 @@ class _Claim:
     content: dict[str, Any]
 
 
-def lineage(workspace: Workspace, name: str) -> Lineage:
+def lineage(workspace: Workspace, name: str, outputs: OutputGuard | None = None) -> Lineage:
     """The steps that made ``name``, newest first, and where the walk back stopped.
+
+    ``outputs`` answers which records the server sealed and which outputs it wrote (a worker's asks
+    the server); left out, this process's ledger of the workspace, which reads the server's key.
 
     The walk moves from record to record. A digest finds the records that claim it, but a record once
     walked is never walked again: a byte-identical copy (``convert`` of a file into the same bytes) is
@@ -49,7 +58,8 @@ def lineage(workspace: Workspace, name: str) -> Lineage:
     path = workspace.input_path(name, argument="path")
     start = workspace.relative(path)
     start_digest = sha256_of(path)
-    claims, ignored = _records(workspace)
+    records = _records(workspace, outputs or LocalOutputs(OutputLedger(workspace)))
+    claims = records.claims
     steps: list[LineageStep] = []
     stops: list[LineageStop] = []
     originals: list[str] = []
@@ -95,7 +105,8 @@ def lineage(workspace: Workspace, name: str) -> Lineage:
         steps=steps,
         originals=originals,
         stops=stops,
-        ignored_records=ignored,
+        ignored_records=records.ignored,
+        unverified_records=records.unverified,
     )
 
 
@@ -120,25 +131,53 @@ def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | Lin
     return workspace.relative(path), digest
 
 
-def conforming_records(workspace: Workspace) -> dict[str, dict[str, Any]]:
-    """Every conforming provenance record of the workspace, by its file's workspace-relative name."""
-    claims, _ = _records(workspace)
-    return {claim.record: claim.content for found in claims.values() for claim in found}
+def authentic_records(workspace: Workspace, outputs: OutputGuard | None = None) -> dict[str, dict[str, Any]]:
+    """Every conforming record the server sealed, by its file's workspace-relative name."""
+    found = _records(workspace, outputs or LocalOutputs(OutputLedger(workspace)))
+    return {claim.record: claim.content for claims in found.claims.values() for claim in claims}
 
 
-def _records(workspace: Workspace) -> tuple[dict[str, list[_Claim]], list[str]]:
-    """Conforming records by the output digest they claim; the names of the records not believed."""
-    found, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)
-    claims: dict[str, list[_Claim]] = {}
+@dataclass(frozen=True)
+class _Found:
+    claims: dict[str, list[_Claim]]
+    """Sealed records by the output digest they claim."""
+    ignored: list[str]
+    """Records not believed: unreadable, too large, not conforming, or claiming no output."""
+    unverified: list[str]
+    """Conforming records the server did not seal: planted, copied from elsewhere, or edited since."""
+
+
+def _records(workspace: Workspace, outputs: OutputGuard) -> _Found:
+    """Read the records beside the ledger's outputs first, then up to :data:`MAX_RECORDS` others."""
+    names = _ledger_records(workspace, outputs.owned())
+    scanned, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)
+    others = [rel for rel, _ in scanned if rel not in names][:MAX_RECORDS]
     ignored: list[str] = []
-    for rel, entry in found[:MAX_RECORDS]:
-        content = _read(Path(entry.path))
-        digest = (content or {}).get("output", {}).get("sha256") if isinstance(content, dict) else None
-        if content is None or problems(content) or not isinstance(digest, str):
+    readable: list[tuple[str, dict[str, Any]]] = []
+    for rel in [*names, *others]:
+        content = _read(workspace.root / rel)
+        output = (content or {}).get("output")
+        if content is None or problems(content) or not isinstance(output, dict):
             ignored.append(rel)
-            continue
-        claims.setdefault(digest, []).append(_Claim(rel, content))
-    return claims, ignored
+        elif isinstance(output.get("sha256"), str):
+            readable.append((rel, content))
+        else:
+            ignored.append(rel)
+    claims: dict[str, list[_Claim]] = {}
+    unverified: list[str] = []
+    sealed_ones = verified([content for _, content in readable], outputs.verify_records)
+    for (rel, content), sealed in zip(readable, sealed_ones, strict=True):
+        if sealed:
+            claims.setdefault(content["output"]["sha256"], []).append(_Claim(rel, content))
+        else:
+            unverified.append(rel)
+    return _Found(claims, ignored, unverified)
+
+
+def _ledger_records(workspace: Workspace, owned: list[str]) -> list[str]:
+    """The record files beside the outputs the ledger knows (and records it keeps on their own)."""
+    names = dict.fromkeys(o if o.endswith(RECORD_SUFFIX) else f"{o}{RECORD_SUFFIX}" for o in owned)
+    return [name for name in names if (workspace.root / name).is_file()]
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -127,10 +127,10 @@ def _args(decision: dict[str, Any]) -> str:
 
 
 def _outputs_by_decision(workspace: Workspace) -> dict[str, set[str]]:
-    from llmc_mcp.provenance.lineage import conforming_records
+    from llmc_mcp.provenance.lineage import authentic_records
 
     behind: dict[str, set[str]] = {}
-    for content in conforming_records(workspace).values():
+    for content in authentic_records(workspace).values():
         for item in content.get("x-llmc:justifications", []):
             if isinstance(item, dict) and isinstance(item.get("key"), str):
                 behind.setdefault(item["key"], set()).add(str(content["output"]["path"]))

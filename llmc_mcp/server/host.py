@@ -111,10 +111,12 @@ class HostRequests:
             "gate.persist": self._persist,
             "gate.report": self._report,
             "outputs.begin": self._begin_output,
+            "outputs.writable": self._writable_output,
             "outputs.commit": self._commit_output,
             "outputs.abort": self._abort_output,
             "outputs.owned": self._owned_outputs,
             "outputs.remove": self._remove_output,
+            "outputs.verify_records": self._verify_records,
         }
         self._workflows = Engine(
             runtime.context.workspace,
@@ -156,6 +158,9 @@ class HostRequests:
     def _begin_output(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self._outputs.begin(_session(), str(params.get("dst"))).to_dict()
 
+    def _writable_output(self, params: Mapping[str, Any]) -> None:
+        self._outputs.check_writable(str(params.get("dst")))
+
     def _commit_output(self, params: Mapping[str, Any]) -> None:
         self._outputs.commit(_session(), str(params.get("token")))
 
@@ -168,6 +173,14 @@ class HostRequests:
     def _remove_output(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``files.remove``: decided here, never in the worker, which can write the ledger file."""
         return self._outputs.remove(_session(), params.get("path")).to_dict()
+
+    def _verify_records(self, params: Mapping[str, Any]) -> list[bool]:
+        """Which provenance records this server sealed: a yes or no each, the key stays here."""
+        claims = params.get("claims")
+        if not isinstance(claims, list):
+            raise InvalidArgument("claims: a list of [digest, signature] pairs is expected.")
+        pairs = [(str(c[0]), str(c[1])) if isinstance(c, list) and len(c) == 2 else ("", "") for c in claims]
+        return self._outputs.verify_records(pairs)
 
     async def _workflow(self, call: str, params: Mapping[str, Any]) -> Any:
         """A workflow call for the principal of the session asking: it reaches that principal's runs only.

@@ -300,7 +300,8 @@ def _read_blocks(ds: DatasetReader) -> None:
 
 
 def _check_src_dst(ctx: OperationContext, src: str, dst: str) -> tuple[Path, Path]:
-    """Both paths, refused when dst is not a GeoTIFF name or is src itself (the write would destroy it)."""
+    """Both paths, refused when dst is not a GeoTIFF name, is src itself (the write would destroy it) or
+    is a file llmc-mcp did not write (an original: only the server's own outputs are replaced)."""
     src_path = ctx.workspace.input_path(src, argument="src")
     dst_path = ctx.workspace.output_path(dst, argument="dst")
     if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
@@ -312,6 +313,8 @@ def _check_src_dst(ctx: OperationContext, src: str, dst: str) -> tuple[Path, Pat
         raise InvalidArgument(
             f"dst is the same file as src ('{src}').", fix="Write to a new name, e.g. 'out/result.tif'."
         )
+    if ctx.outputs is not None:  # the server decides again when it grants the write
+        ctx.outputs.check_writable(ctx.workspace.relative(dst_path))
     return src_path, dst_path
 
 
