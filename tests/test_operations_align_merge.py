@@ -19,7 +19,7 @@ from affine import Affine
 from mcp import Client
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired
 from llmc_mcp.reflection.prompts import PromptLibrary
@@ -178,7 +178,7 @@ def test_align_follows_neither_side_of_an_overriding_sidecar_unless_told(
     write(workspace_dir / "src.tif", np.full((4, 4), 2.0, "float32"), grid(10))
     write(workspace_dir / "like.tif", np.zeros((8, 8), "float32"), grid(5))
     sidecar(workspace_dir / "like.tif", grid(20, col=100))
-    with pytest.raises(RasterError, match=r"aux\.xml"):
+    with pytest.raises(Refused, match=r"aux\.xml"):
         call(ALIGN, ctx, src="src.tif", like="like.tif", dst="a.tif")
     info = call(ALIGN, ctx, src="src.tif", like="like.tif", dst="a.tif", georeferencing="file")
     assert tuple(info.transform) == tuple(grid(5))[:6]
@@ -191,7 +191,7 @@ def test_merge_refuses_a_source_whose_sidecar_overrides_its_georeferencing(
     sidecar put b 1 km apart, so the mosaic refuses until told which to follow."""
     halves(workspace_dir)
     sidecar(workspace_dir / "b.tif", grid(10, col=100))
-    with pytest.raises(RasterError, match=r"aux\.xml"):
+    with pytest.raises(Refused, match=r"aux\.xml"):
         call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif")
     assert call(MERGE, ctx, sources=["a.tif", "b.tif"], dst="m.tif", georeferencing="file").output.width == 15
 
@@ -367,7 +367,7 @@ def test_merge_refuses_sources_on_different_crss(ctx: OperationContext, workspac
     halves(workspace_dir)
     write(workspace_dir / "geo.tif", np.full((4, 4), 3, "int16"), Affine(0.001, 0, -75, 0, -0.001, 40.6),
           crs="EPSG:4326", nodata=-1)  # fmt: skip
-    with pytest.raises(InvalidArgument, match="different CRSs") as refused:
+    with pytest.raises(Refused, match="different CRSs") as refused:
         call(MERGE, ctx, sources=["a.tif", "geo.tif"], dst="m.tif")
     assert "raster.align" in refused.value.fix
 

@@ -20,7 +20,7 @@ from mcp import Client
 from pyproj import Transformer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument, PathRefused
+from llmc_mcp.errors import InvalidArgument, PathRefused, Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
@@ -151,7 +151,7 @@ def test_calc_refuses_inputs_on_different_grids_naming_align(
     write(workspace_dir / "smaller.tif", linear()[:-1])
     for other, what in (("shifted.tif", "transform"), ("other_crs.tif", "CRS"), ("smaller.tif", "size")):
         inputs = [{"name": "a", "path": "a.tif"}, {"name": "b", "path": other}]
-        with pytest.raises(InvalidArgument, match="not on one grid") as caught:
+        with pytest.raises(Refused, match="not on one grid") as caught:
             call(CALC, ctx, expression="a + b", inputs=inputs, dst="x.tif")
         assert what in caught.value.message and "raster.align" in (caught.value.fix or "")
     assert not (workspace_dir / "x.tif").exists()

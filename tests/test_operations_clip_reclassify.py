@@ -21,7 +21,7 @@ from mcp import Client
 from pyproj import Transformer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.raster.output import data_kind
 from llmc_mcp.server.app import build_server
@@ -485,9 +485,9 @@ def test_a_sidecar_overriding_the_georeferencing_is_refused_or_followed_by_choic
         f"<PAMDataset><GeoTransform>{moved}</GeoTransform></PAMDataset>"
     )
     box = (500_020, 4_499_800, 500_100, 4_499_950)
-    with pytest.raises(RasterError, match=r"aux\.xml"):
+    with pytest.raises(Refused, match=r"aux\.xml"):
         call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box)
-    with pytest.raises(RasterError, match=r"aux\.xml"):
+    with pytest.raises(Refused, match=r"aux\.xml"):
         call(RECLASSIFY, ctx, src="a.tif", dst="r.tif", rules=RANGES)
     call(CLIP, ctx, src="a.tif", dst="c.tif", bounds=box, georeferencing="file")
     out, _, transform, _ = read_out(workspace_dir / "c.tif")

@@ -24,7 +24,7 @@ from mcp import Client
 from pyproj import Transformer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError
+from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError, Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.vectors import hardened_pyogrio
 from llmc_mcp.server.app import build_server
@@ -293,7 +293,7 @@ def test_lines_and_points_are_refused_naming_the_type(
     """Guards against zones with no area giving statistics of zero cells (or of touched cells)."""
     write_raster(workspace_dir / "v.tif", columns())
     write_zones(workspace_dir / "z.geojson", [geometry])
-    with pytest.raises(InvalidArgument, match=f"holds {kind} geometries.*no area"):
+    with pytest.raises(Refused, match=f"holds {kind} geometries.*no area"):
         call(ctx, path="v.tif", zones="z.geojson")
 
 
@@ -355,7 +355,7 @@ def test_a_sidecar_moving_the_grid_is_refused_unless_a_side_is_chosen(
         f"<PAMDataset><GeoTransform>{moved}</GeoTransform></PAMDataset>"
     )
     write_zones(workspace_dir / "z.geojson", [cells(10, 20, 5, 15)])
-    with pytest.raises(RasterError, match="two georeferencings") as caught:
+    with pytest.raises(Refused, match="two georeferencings") as caught:
         call(ctx, path="v.tif", zones="z.geojson")
     assert "georeferencing='file'" in (caught.value.fix or "")
     assert only(call(ctx, path="v.tif", zones="z.geojson", stats=["mean"], georeferencing="file")) == {
@@ -451,7 +451,7 @@ def test_a_zone_raster_on_another_grid_is_refused_naming_align(
     """Guards against zone ids read cell by cell from a grid shifted by one cell."""
     write_raster(workspace_dir / "v.tif", columns())
     write_raster(workspace_dir / "zones.tif", zone_ids(), transform=GRID @ Affine.translation(1, 0), nodata=0)
-    with pytest.raises(RasterError, match="not on the grid") as caught:
+    with pytest.raises(Refused, match="not on the grid") as caught:
         call(ctx, path="v.tif", zones="zones.tif")
     assert "raster.align" in (caught.value.fix or "")
 

@@ -98,8 +98,8 @@ def align(
     ``georeferencing`` applies to both src and like.
 
     Errors: invalid_argument when dst is src or like, or for a nodata value the data type cannot
-    hold; raster_error when src or like has no CRS, a sidecar overrides the georeferencing of either
-    (pass georeferencing), or reading/writing fails.
+    hold; refused when a sidecar overrides the georeferencing of either (pass georeferencing);
+    raster_error when src or like has no CRS, or reading/writing fails.
     """
     policy = georeferencing or "refuse"
     target, grid = _like_grid(ctx, like, dst, policy)

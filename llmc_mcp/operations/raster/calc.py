@@ -34,7 +34,7 @@ from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
@@ -181,11 +181,12 @@ def calc(
     does not grow with the raster; the output is a 512x512-tiled DEFLATE GeoTIFF written beside
     ``dst`` and renamed onto it when complete and read back.
 
-    Errors: InvalidArgument for an expression outside the allowlist (the message lists what is
-    allowed), an input name that is not an identifier or is unused, inputs on different grids (align
-    them first), an integer dtype without nodata, a nodata value the dtype cannot hold, or dst equal to
-    an input; NotFound/RasterError for an unreadable input, or one whose sidecar overrides its
-    georeferencing (pass georeferencing); QuotaExceeded when the output would pass a quota.
+    Errors (ApiError, by e.type): invalid_argument for an expression outside the allowlist (the
+    message lists what is allowed), an input name that is not an identifier or is unused, an integer
+    dtype without nodata, a nodata value the dtype cannot hold, or dst equal to an input; refused
+    for inputs on different grids (align them first) or one whose sidecar overrides its
+    georeferencing (pass georeferencing); not_found/raster_error for an unreadable input;
+    quota_exceeded when the output would pass a quota.
     """
     specs = _check_inputs(inputs)
     names = [spec["name"] for spec in specs]
@@ -453,7 +454,7 @@ def _check_one_grid(ctx: OperationContext, bound: Sequence[_Bound]) -> None:
         if not ds.transform.almost_equals(ref.transform, precision=tolerance):
             problems.append(f"transform {tuple(ds.transform)[:6]} vs {tuple(ref.transform)[:6]}")
         if problems:
-            raise InvalidArgument(
+            raise Refused(
                 f"inputs '{other.used.path}' and '{first.used.path}' are not on one grid ("
                 + "; ".join(problems)
                 + "): cells of the same row and column are not the same place.",

@@ -34,7 +34,7 @@ from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
@@ -148,10 +148,11 @@ def merge(
     footprints share a cell, and the resampling only when a source is off the lattice.
     ``georeferencing`` applies to every source.
 
-    Errors: invalid_argument for no or duplicate sources, different CRSs, band counts, scales or
-    offsets, rotated grids, dst equal to a source, an output over 2**32 cells, a nodata the type
-    cannot hold or that a computed cell equals; raster_error for a source without CRS or unreadable,
-    or one whose georeferencing a sidecar overrides (pass georeferencing).
+    Errors: invalid_argument for no or duplicate sources, rotated grids, dst equal to a source, an
+    output over 2**32 cells, a nodata the type cannot hold or that a computed cell equals; refused
+    for sources on different CRSs, with different band counts, scales or offsets, or one whose
+    georeferencing a sidecar overrides (pass georeferencing); raster_error for a source without CRS
+    or unreadable.
     """
     paths, dst_path = _check_paths(ctx, sources, dst)
     with gdal_env(ctx), _opened(ctx, sources, paths, georeferencing or "refuse") as datasets:
@@ -296,14 +297,14 @@ def _check_sources(
     for ds, name in zip(datasets, shown, strict=True):
         require_crs(ctx, ds, "sources")
         if ds.crs != first.crs:
-            raise InvalidArgument(
+            raise Refused(
                 f"sources '{name}' and '{shown[0]}' are on different CRSs; a mosaic does not reproject, "
                 "because that hides a choice of CRS and of resampling for each source.",
                 fix=f"raster.align '{name}' onto '{shown[0]}' (or raster.reproject every source to one CRS) "
                 "first, then merge the results.",
             )
         if ds.count != first.count:
-            raise InvalidArgument(
+            raise Refused(
                 f"sources '{name}' has {ds.count} band(s) and '{shown[0]}' {first.count}; bands combine "
                 "by number.",
                 fix="Mosaic rasters with the same bands; raster.calc extracts one (expression 'b', inputs "
@@ -320,7 +321,7 @@ def _check_sources(
         return
     for ds, name in zip(datasets, shown, strict=True):
         if tuple(ds.scales) != tuple(first.scales) or tuple(ds.offsets) != tuple(first.offsets):
-            raise InvalidArgument(
+            raise Refused(
                 f"sources '{name}' and '{shown[0]}' declare different scales/offsets, so one stored value "
                 "is not the same quantity in both.",
                 fix="raster.calc each source to physical values first (physical=True), then merge those.",

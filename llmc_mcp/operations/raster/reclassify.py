@@ -136,10 +136,11 @@ def reclassify(
     as the source, 512x512-tiled DEFLATE, streamed over windows and renamed onto ``dst`` when complete.
     The result counts the cells of each rule and class.
 
-    Errors: InvalidArgument for no rules, a malformed or overlapping rule (both named), NaN bounds,
-    a class or nodata the dtype cannot hold, nodata equal to a class, a band outside 1..count, or dst
-    equal to src; NotFound/RasterError for an unreadable source, or one whose sidecar overrides its
-    georeferencing (pass georeferencing: the output copies it); QuotaExceeded past a quota.
+    Errors (ApiError, by e.type): invalid_argument for no rules, a malformed or overlapping rule (both
+    named), NaN bounds, a class or nodata the dtype cannot hold, nodata equal to a class, a band
+    outside 1..count, or dst equal to src; not_found/raster_error for an unreadable source; refused
+    for one whose sidecar overrides its georeferencing (pass georeferencing: the output copies it);
+    quota_exceeded past a quota.
     """
     table = _RuleTable.build(rules)
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))

@@ -63,9 +63,10 @@ def sample(
     the centre of the cell a point falls in is ``cell_x, cell_y``. Reads one window per block that
     holds points, so 100,000 points cost about one decoded block per block touched.
 
-    Errors: InvalidArgument for no points or more than 100,000, or a band outside 1..count; CrsError
-    for an unknown crs; RasterError when crs is given but the raster has none, pixels cannot be read,
-    or a sidecar overrides the file's georeferencing (pass georeferencing).
+    Errors (ApiError, by e.type): invalid_argument for no points or more than 100,000, or a band
+    outside 1..count; crs_error for an unknown crs; raster_error when crs is given but the raster has
+    none or pixels cannot be read; refused when a sidecar overrides the file's georeferencing (pass
+    georeferencing).
     """
     if not points:
         raise InvalidArgument("points is empty.", fix="Pass points as [[x, y], ...].")
