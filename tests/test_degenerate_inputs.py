@@ -16,8 +16,9 @@ have a row in :data:`ARGUMENTS`, and the test says so when it has none.
 Rasters are uint8 on 10 m cells from (500000, 4500000) in UTM 18N, with values that are ESRI D8
 codes, so that the flow-routing operations read them as flow directions and get past their type
 check: all-nodata is 4 x 4 cells of 247 (the D8 nodata value, declared); the 1 x 1 raster holds 0; the
-constant raster is 5 x 5 cells of 0 (a flat DEM; as D8, every cell a pit). The vector and point cases
-use an ordinary 4 x 4 raster: three rows draining south (4) onto a bottom row of outlets (0).
+constant raster is 5 x 5 cells of 0 (a flat DEM; as D8, every cell a pit). A float32 raster of 4 x 4
+NaN, with no nodata declared (NaN is nodata everywhere), takes the float paths. The vector and point
+cases use an ordinary 4 x 4 raster: three rows draining south (4) onto a bottom row of outlets (0).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ RASTER_CASES = (
     Case("all-nodata-raster", "raster", "all_nodata.tif"),
     Case("1x1-raster", "raster", "one_cell.tif"),
     Case("constant-raster", "raster", "constant.tif"),
+    Case("all-nan-raster", "raster", "all_nan.tif"),
 )
 VECTOR_CASES = tuple(
     Case(f"{what}-{suffix}", "vector", f"{what}.{suffix}")
@@ -108,6 +110,7 @@ def workspace_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write(folder / "all_nodata.tif", np.full((4, 4), D8_NODATA, "uint8"), nodata=D8_NODATA)
     write(folder / "one_cell.tif", np.zeros((1, 1), "uint8"))
     write(folder / "constant.tif", np.zeros((5, 5), "uint8"))
+    write(folder / "all_nan.tif", np.full((4, 4), np.nan, "float32"))
     ordinary = np.full((4, 4), 4, "uint8")
     ordinary[-1] = 0
     write(folder / ORDINARY, ordinary)
@@ -309,6 +312,7 @@ def _pit_is_its_own_catchment(result: Any, root: Path) -> None:
 KNOWN: dict[tuple[str, str], Callable[[Any, Path], None]] = {
     ("raster.stats", "constant-raster"): _constant_stats,
     ("raster.stats", "all-nodata-raster"): _all_nodata_stats,
+    ("raster.stats", "all-nan-raster"): _all_nodata_stats,
     ("raster.area", "1x1-raster"): _one_cell_area,
     ("raster.area", "all-nodata-raster"): _all_nodata_area,
     ("raster.sample", "all-nodata-raster"): _nodata_sample,
