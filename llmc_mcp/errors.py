@@ -101,3 +101,27 @@ class RecordExists(LlmcError):
     """A justification record already exists for this decision; records are write-once."""
 
     kind = "record_exists"
+
+
+class OutOfMemory(LlmcError):
+    """An operation needed more memory than its worker may use (``--memory-mb``).
+
+    Its own kind, not ``internal_error``: nothing is wrong with the arguments or the server, and the
+    fix is a smaller request or a larger limit, which the message names.
+    """
+
+    kind = "out_of_memory"
+
+    @classmethod
+    def in_this_process(cls) -> OutOfMemory:
+        """The error for this process's own limit: its address space (the worker's ``--memory-mb``)."""
+        import resource
+
+        limit, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        shown = "no limit" if limit == resource.RLIM_INFINITY else f"{limit >> 20} MiB"
+        return cls(
+            f"The operation ran out of memory: its worker may use {shown} (--memory-mb).",
+            fix="Work on a smaller window or file (or approx=True where offered), or ask the server's "
+            "operator to raise --memory-mb (LLMC_MCP_MEMORY_MB).",
+            details={"limit_mb": None if limit == resource.RLIM_INFINITY else limit >> 20},
+        )

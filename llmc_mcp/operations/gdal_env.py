@@ -40,6 +40,7 @@ from rasterio.env import set_gdal_config
 from rasterio.errors import NotGeoreferencedWarning, RasterioError, RasterioIOError
 from rasterio.io import DatasetReader
 
+from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import NotFound, PathRefused, RasterError, Refused
 from llmc_mcp.operations.models import GeoreferencingSource
 from llmc_mcp.provenance.capture import note_input
@@ -111,15 +112,26 @@ HARDENED_CONFIG: dict[str, str] = {
 
 
 GDAL_CACHE_MB = 256
-"""GDAL's block cache, in MiB. Its default (5% of RAM) let one stats call on a large file grow the
+"""GDAL's block cache at most, in MiB. Its default (5% of RAM) let one stats call on a large file grow the
 classic-mode server by 1.2 GB; streaming reads need only a few blocks in cache."""
+CACHE_SHARE = 8
+"""A worker's block cache is this fraction (1/8) of its memory budget: at ``--memory-mb 512`` a fixed
+256 MiB cache, filled by one pass over a 256 MiB raster, left too little for the reads themselves."""
+_cache_mb = GDAL_CACHE_MB
+
+
+def size_block_cache(memory_mb: int) -> int:
+    """Size GDAL's block cache in this process from its memory budget; the size, in MiB."""
+    global _cache_mb
+    _cache_mb = max(1, min(GDAL_CACHE_MB, memory_mb // CACHE_SHARE))
+    return _cache_mb
 
 
 def gdal_env(ctx: OperationContext) -> rasterio.Env:
     """A ``rasterio.Env`` with the hardened options and the context's thread budget; nestable."""
     # The warper's NUM_THREADS falls back to GDAL_NUM_THREADS, so this also bounds warping.
     # rasterio hands an int to GDALSetCacheMax64: bytes, not MiB as in GDAL's config option.
-    cache = GDAL_CACHE_MB << 20
+    cache = _cache_mb << 20
     return rasterio.Env(**HARDENED_CONFIG, GDAL_NUM_THREADS=str(ctx.num_threads), GDAL_CACHEMAX=cache)
 
 
@@ -483,6 +495,8 @@ def check_dataset(ctx: OperationContext, dataset: Any, path: Path, argument: str
     named input: a regular file inside the workspace, outside the server's folders.
     """
     shown = ctx.workspace.relative(path)
+    # Its header or .aux.xml may name a grid by path, which PROJ would open when it is warped.
+    check_file_crs(dataset.crs.to_wkt() if dataset.crs else None, argument, shown)
     _check_pointing_metadata(dataset, shown, shown, argument)
     _check_side_datasets(ctx, path, shown, argument, MAX_SIDECAR_DEPTH)
     try:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from llmc_mcp.errors import LlmcError
+from llmc_mcp.errors import LlmcError, OutOfMemory
 from llmc_mcp.operations import CATALOG, NAMESPACES, Operation, OperationContext
 from llmc_mcp.operations.about import describe_inputs
 from llmc_mcp.operations.invoke import invoke
@@ -98,6 +98,8 @@ def sandbox_error(exc: BaseException) -> ApiError:
     if isinstance(exc, LlmcError):
         data = exc.to_dict()
         return ReflectionRequired(data) if data["type"] == "reflection_required" else ApiError(data)
+    if isinstance(exc, MemoryError):  # the worker's address-space limit, not a bug to report
+        return ApiError(OutOfMemory.in_this_process().to_dict())
     log.exception("unexpected error in an API call")
     return ApiError(
         {

@@ -323,7 +323,7 @@ class ChannelHost:
 
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations import OperationContext
-    from llmc_mcp.operations.gdal_env import disable_network, libgdal, unexpected_drivers
+    from llmc_mcp.operations.gdal_env import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations.progress import tracking
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
@@ -335,6 +335,7 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
 
     refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
+    size_block_cache(config.memory_mb)
     # Found before confinement: without rasterio's wheel it is read from /proc/self/maps, which
     # Landlock then refuses (raster.convert's progress calls GDAL through it).
     libgdal()
@@ -389,9 +390,9 @@ def _run_operation(call: Any, operations: Mapping[str, Any], params: Mapping[str
     try:
         return call(operations, params.get("operation"), params.get("args"))
     except MemoryError:
-        message = "The operation exceeded the worker's memory limit."
-        fix = "Work on a smaller window or file, or raise --memory-mb."
-        error = {"type": "MemoryError", "message": message, "fix": fix}
+        from llmc_mcp.errors import OutOfMemory
+
+        error = OutOfMemory.in_this_process().to_dict()
     except Exception as exc:  # never the worker's end; the server reports it as an internal error
         log.error("operation %.60r failed unexpectedly: %s", params.get("operation"), type(exc).__name__)
         message = f"The operation failed unexpectedly ({type(exc).__name__})."
