@@ -32,10 +32,12 @@ _INIT = re.compile(r"(^|[\s+])init\s*=", re.IGNORECASE)
 _GRID_PATH = re.compile(
     r"grids\s*=\s*[^\s+]*[/\\]"  # +nadgrids=/abs/file, +geoidgrids=@../x
     r"|parameterfile\s*\[[^\]]*[/\\]"  # WKT PARAMETERFILE["...","/abs/file"]
+    r"|proj4_grids\"\s*,\s*\"[^\"]*[/\\]"  # GDAL's WKT1 EXTENSION["PROJ4_GRIDS","/abs/file"]
     r"|file\"\s*,\s*\"value\"\s*:\s*\"[^\"]*[/\\]",  # PROJJSON {"name": "... file", "value": "/x"}
     re.IGNORECASE,
 )
-"""A grid named by path: PROJ would open that file (anywhere on disk) while parsing."""
+"""A grid named by path: PROJ would open that file (anywhere on disk, ``.llmc/`` included) while
+parsing or when it transforms coordinates."""
 
 
 def parse_crs(value: str, argument: str = "crs") -> CRS:
@@ -61,9 +63,10 @@ def parse_crs(value: str, argument: str = "crs") -> CRS:
             f"{argument}: PROJ '+init=' definitions are not accepted ({text[:200]!r}).",
             fix="Use the EPSG code instead, e.g. 'EPSG:4326' for '+init=epsg:4326'.",
         )
-    if _GRID_PATH.search(text):
+    grid = _GRID_PATH.search(text)
+    if grid:
         raise CrsError(
-            f"{argument}: grid files given by path are not accepted ({text[:200]!r}).",
+            f"{argument}: grid files given by path are not accepted ({_around(text, grid)!r}).",
             fix="Name grids without a directory (e.g. '+nadgrids=conus'), or use an EPSG code.",
         )
     try:
@@ -74,6 +77,41 @@ def parse_crs(value: str, argument: str = "crs") -> CRS:
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         # pyproj tries the text as JSON first: deeply nested brackets exhaust the recursion limit.
         raise CrsError(f"Unknown CRS {text[:200]!r} ({type(exc).__name__}).", fix=_CRS_FIX) from None
+
+
+def check_file_crs(text: str | None, argument: str, shown: str) -> None:
+    """Refuse the CRS of a workspace file (a zone file's ``.prj``, a raster's header or ``.aux.xml``)
+    that :func:`parse_crs` would refuse from an agent: a file's CRS text is the agent's text too.
+
+    A ``.prj`` naming a grid by path makes PROJ open that file when the zones are transformed, even
+    one in ``.llmc/``; GDAL keeps such a grid as ``EXTENSION["PROJ4_GRIDS","/path"]`` in WKT1.
+    """
+    if not text:
+        return
+    if len(text) > MAX_CRS_CHARS:
+        raise CrsError(
+            f"{argument}: the CRS of '{shown}' is {len(text)} characters long; no CRS definition needs "
+            f"more than {MAX_CRS_CHARS}.",
+            fix=_FILE_CRS_FIX,
+        )
+    refused = _INIT.search(text) or _GRID_PATH.search(text)
+    if refused:
+        raise CrsError(
+            f"{argument}: the CRS of '{shown}' names a file for PROJ to open ({_around(text, refused)!r}); "
+            "grid and definition files given by path are not accepted, from a file or from an argument.",
+            fix=_FILE_CRS_FIX,
+        )
+
+
+_FILE_CRS_FIX = (
+    "Rewrite the file's CRS as an EPSG code (vectors: ogr2ogr -a_srs EPSG:xxxx; rasters: gdal_edit -a_srs "
+    "EPSG:xxxx, or remove the SRS from its .aux.xml); grids are named without a directory."
+)
+
+
+def _around(text: str, found: re.Match[str]) -> str:
+    """What the refusal quotes: the offending part, not the first 200 characters of a long WKT."""
+    return text[max(0, found.start() - 40) : found.end() + 80]
 
 
 def identify(crs: CRS) -> tuple[int | None, str | None]:
