@@ -22,11 +22,19 @@ import anyio
 
 from llmc_mcp.errors import JustificationInvalid, LlmcError, RecordExists
 from llmc_mcp.reflection.gate import Hint
+from llmc_mcp.reflection.schema import text_problem
 
 Ask = Callable[[str, str], Awaitable[tuple[str, str]]]
 """``ask(system, text) -> (answer, model)``: one question to the host's model."""
 
+
+class NotAsked(Exception):
+    """Raised by an :data:`Ask` that will not put the question to this client; the message says why."""
+
 MAX_ANSWER_CHARS = 20_000
+MAX_MODEL_CHARS = 200
+"""A model name the record keeps (``answered_by``): real ones are a few dozen characters. The client
+names the model, and the record, shared by every session, copies it into their outputs' provenance."""
 SYSTEM = (
     "You justify one consequential choice in a geospatial operation an AI agent is running through "
     "llmc-mcp. Reason about the data described, not in general. Reply with one JSON object and "
@@ -64,11 +72,19 @@ async def justify(
                 answer, model = await ask(SYSTEM, text)
         except TimeoutError:
             return f"the host's model did not answer within {timeout:g} s"
+        except NotAsked as exc:
+            return str(exc)
         except Exception as exc:  # the client declined or failed the request: its reason, briefly
             return f"the client did not sample ({type(exc).__name__}: {str(exc)[:160]})"
+        if (problem := text_problem(model, MAX_MODEL_CHARS)) is not None:
+            return f"the client's answer names its model with text that {problem}; nothing was stored"
         payload = _json_object(answer)
         if payload is None:
-            errors = ["the answer is not one JSON object"]
+            errors = [
+                f"the answer is {len(answer)} characters, the limit is {MAX_ANSWER_CHARS}"
+                if isinstance(answer, str) and len(answer) > MAX_ANSWER_CHARS
+                else "the answer is not one JSON object"
+            ]
         else:
             try:
                 await persist(payload, model)
@@ -91,7 +107,9 @@ async def justify(
 
 def _json_object(answer: str) -> dict[str, Any] | None:
     """The one JSON object in a model's answer, tolerating a code fence or a sentence around it."""
-    text = answer[:MAX_ANSWER_CHARS]
+    if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    text = answer
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None

@@ -186,9 +186,13 @@ class WorkerPool:
         warm_spare: bool = True,
         prestarted: Process | None = None,
         on_progress: ProgressHandler | None = None,
+        before_call: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.settings = settings
         self._handler = handler
+        self._before_call = before_call
+        """Awaited with the session key as each call arrives, before it waits for the session's worker:
+        a call of the session paused for its client's answer is stopped there if the client gave it up."""
         self._on_progress = on_progress
         self._on_discard = on_discard
         """Called with the session key once a worker is gone (killed, crashed, reaped or closed)."""
@@ -238,6 +242,8 @@ class WorkerPool:
         The answer is the worker's (``ok``, ``result``, ``error``...) or, when a limit ended the call,
         a failure of the same shape saying which limit and what happened to the session.
         """
+        if self._before_call is not None:
+            await self._before_call(key)
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             reaper_running = self._reaper is not None and not self._reaper.done()

@@ -29,6 +29,7 @@ from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
 from llmc_mcp.server.requests import current_request, sampler_for
+from llmc_mcp.server.resumable import abandon_questions
 from llmc_mcp.server.review import ask_person, persist_reviewed, review_message
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
@@ -124,6 +125,7 @@ class HostRequests:
             face=runtime.settings.mode,
             ttl_seconds=runtime.settings.workflow_ttl_hours * 3600,
             min_confidence=runtime.settings.min_confidence,
+            outputs=runtime.outputs,
         )
         self._workflows.states.sweep()  # runs that expired while no server was running
         for call in WORKFLOW_CALLS:
@@ -320,4 +322,5 @@ def worker_pool(runtime: Runtime) -> WorkerPool:
         on_discard=host.worker_discarded,
         prestarted=runtime.prestarted,
         on_progress=relay_progress,
+        before_call=abandon_questions,
     )

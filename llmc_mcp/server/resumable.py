@@ -12,6 +12,16 @@ for its next question or its result. To the agent it is one call.
 A token is bound to the session that started the call and to the call's arguments; a paused call
 the client never resumes ends when its question times out (the gate then falls back to hints) and
 is forgotten after :data:`KEEP_SECONDS`.
+
+A host that declines or fails a sampling request does not retry: its SDK ends the agent's call with
+the error, and the server hears nothing. The sign that the client gave the question up is the
+session's next call that is not the retry (a client asks one thing at a time; a retry carries the
+token), whichever tool it calls (:func:`abandon_questions`, which the worker pool calls first). The
+paused call is stopped then, so the session's worker is free for that next call at once, and its
+principal is remembered as one that did not answer (:class:`Unanswered`): its next call that would
+ask the model does not ask, and the agent gets the hints, with the reason, instead of the same
+question its host will refuse again. A stateless caller has no session; its paused call is given up
+when an identical call (same arguments) arrives from the stateless principal.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ import hashlib
 import json
 import secrets
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -46,10 +58,15 @@ from mcp_types import SamplingMessage as WireSamplingMessage
 from mcp_types import TextContent as WireTextContent
 from pydantic import BaseModel
 
+from llmc_mcp.reflection.sampling import NotAsked
 from llmc_mcp.server.requests import SAMPLING_MAX_TOKENS, can_elicit, can_sample, has_back_channel, text_of
+from llmc_mcp.sessions import principal
 
 KEEP_SECONDS = 600.0
-"""How long a finished or abandoned call's outcome waits for a retry that asks for it."""
+"""How long a finished or abandoned call's outcome waits for a retry that asks for it, and how long a
+principal whose client left a sampling question unanswered is not asked again."""
+MAX_UNANSWERED = 4096
+"""Principals remembered as not answering, at most (the oldest are forgotten first)."""
 
 
 @dataclass
@@ -70,6 +87,8 @@ class _Call:
     touched: float = field(default_factory=time.monotonic)
     request: Context | None = None
     """The client request now waiting on this call (the latest retry): where its progress goes."""
+    not_asked: str | None = None
+    """Why this call does not ask the client's model: its principal left the last question unanswered."""
 
     def questions_pending(self) -> bool:
         return any(not question.answered.done() for question in self.questions.values())
@@ -111,6 +130,8 @@ async def ask_on_retry(system: str, text: str) -> tuple[str, str]:
     """Ask the client's model through the call's next ``InputRequiredResult``; wait for the retry."""
     call = _current_call.get()
     assert call is not None, "ask_on_retry outside a resumable call"
+    if call.not_asked is not None:
+        raise NotAsked(call.not_asked)
     message = WireSamplingMessage(role="user", content=WireTextContent(type="text", text=text))
     params = CreateMessageRequestParams(
         messages=[message], max_tokens=SAMPLING_MAX_TOKENS, system_prompt=system
@@ -128,11 +149,48 @@ async def elicit_on_retry(message: str, schema: type[BaseModel]) -> tuple[str, d
     return result.action, result.content
 
 
+class Unanswered:
+    """Principals whose client left a sampling question unanswered, and when: at most
+    :data:`MAX_UNANSWERED`, each for :data:`KEEP_SECONDS`."""
+
+    def __init__(self) -> None:
+        self._since: OrderedDict[str | None, float] = OrderedDict()
+
+    def note(self, who: str | None) -> None:
+        self._since.pop(who, None)
+        self._since[who] = time.monotonic()
+        while len(self._since) > MAX_UNANSWERED:
+            self._since.popitem(last=False)
+
+    def take(self, who: str | None) -> str | None:
+        """Why the next call of ``who`` does not ask the model (once), or None."""
+        since = self._since.pop(who, None)
+        if since is None or time.monotonic() - since > KEEP_SECONDS:
+            return None
+        return (
+            "the client did not answer the server's last sampling question (its host declined or failed "
+            "it, or the call was given up), so this call did not ask again; justify the decision "
+            "yourself, and the next miss will be put to the host's model again"
+        )
+
+
+_servers: weakref.WeakSet[ResumableCalls] = weakref.WeakSet()
+
+
+async def abandon_questions(session: str) -> None:
+    """A call of ``session`` arrives: any question the session's paused call still waits on was given
+    up by the client (every server of this process; session keys are unique)."""
+    for calls in list(_servers):
+        await calls.abandon(session)
+
+
 class ResumableCalls:
     """The calls of one server that may pause for the client's answers, by token."""
 
     def __init__(self) -> None:
         self._calls: dict[str, _Call] = {}
+        self.unanswered = Unanswered()
+        _servers.add(self)
 
     async def run(
         self,
@@ -146,8 +204,9 @@ class ResumableCalls:
         digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
         token = ctx.request_state
         if token is None:
-            await self._abandon(session)
+            await self.abandon(session, digest)
             call = _Call(secrets.token_urlsafe(24), session, digest)
+            call.not_asked = self.unanswered.take(principal(session))
             self._calls[call.token] = call
             call.task = asyncio.get_running_loop().create_task(
                 self._work(call, work), context=contextvars.copy_context()
@@ -188,15 +247,31 @@ class ResumableCalls:
             if pending:  # else the question timed out meanwhile: the work went on without it
                 return InputRequiredResult(input_requests=pending, request_state=call.token)
 
-    async def _abandon(self, session: str | None) -> None:
+    async def abandon(self, session: str | None, arguments: str | None = None) -> None:
         """A new call of a session whose paused call still waits for the client: the client gave
         that one up (it asks one thing at a time; a retry would carry the token), so stop it now
-        rather than let it hold the session's worker until its question times out."""
-        if session is None:
-            return  # stateless calls share no session: one caller's new call says nothing of another's
-        waiting = [c for c in self._calls.values() if c.session == session and c.questions_pending()]
+        rather than let it hold the session's worker until its question times out, and remember
+        that its principal's client did not answer a sampling question.
+
+        Stateless calls share no session: one caller's new call says nothing of another's paused
+        call, except a call with the same ``arguments`` digest, which is that call made again.
+        """
+        current = asyncio.current_task()
+        waiting = [
+            c
+            for c in self._calls.values()
+            if c.session == session
+            and (session is not None or (arguments is not None and c.arguments == arguments))
+            and c.task is not current
+            and c.questions_pending()
+        ]
         for call in waiting:
             self._calls.pop(call.token, None)
+            if any(
+                isinstance(q.request, CreateMessageRequest) and not q.answered.done()
+                for q in call.questions.values()
+            ):
+                self.unanswered.note(principal(session))
             if call.task is not None:
                 call.task.cancel()
         for call in waiting:

@@ -1,0 +1,200 @@
+"""Runtime bounds (the third review, issue 20 section 7): clients that decline, calls that wait,
+memory, and grid files named in a workspace file's CRS.
+
+- A host of the 2026-07-28 era that declines or fails the server's sampling request makes its SDK
+  end the agent's call; the server is never told. The session's next call must find the worker free
+  (not held for hints x ``--sampling-timeout``), and the next gated call must come back as hints that
+  say why the host's model was not asked, instead of the question the host refuses every time.
+- A worker's caches are sized from its memory budget (``--memory-mb``), and running out of memory is
+  its own error kind, naming the limit and the flag.
+- The rule that refuses grid files named by path in CRS text an agent passes holds for the CRS text
+  of a zone file's ``.prj`` and of a raster's ``.aux.xml`` too: PROJ opens such a grid when it
+  transforms, even one in ``.llmc/``.
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+import rasterio
+import shapely
+from mcp import Client
+from mcp.types import CreateMessageResult, ErrorData
+from rasterio.transform import from_origin
+
+from llmc_mcp.config import Settings
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.errors import CrsError
+from llmc_mcp.operations import OperationContext
+from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
+from llmc_mcp.sandbox.bindings import sandbox_error
+from llmc_mcp.server.app import build_server
+from tests.mcp_helpers import structured
+from tests.security.test_hostile_vectors import UTM, read, write_vector
+
+REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
+
+
+class Refusing:
+    """A host whose sampler will not sample: it answers an error, or raises."""
+
+    def __init__(self, how: str):
+        self.how = how
+        self.asked = 0
+
+    async def __call__(self, ctx: Any, params: Any) -> CreateMessageResult | ErrorData:
+        self.asked += 1
+        if self.how == "raises":
+            raise RuntimeError("the host's model is unavailable")
+        return ErrorData(code=-1, message="User rejected sampling")
+
+
+async def refused_call(client: Client) -> None:
+    """The gated call whose question the host refuses: in this era the SDK ends it with the error."""
+    with pytest.raises(Exception):  # noqa: B017  # MCPError when declined; the sampler's own when raised
+        await client.call_tool("raster_reproject", REPROJECT)
+
+
+# ------------------------------------------------------------------------------- declined sampling
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["declines", "raises"])
+async def test_a_call_after_a_refused_question_finds_the_sessions_worker_free(
+    classic_settings: Settings, how: str
+) -> None:
+    """Guards against the paused call holding the session's worker until its questions time out:
+    with two hints and 120 s each, an ungated crs_info after the refusal waited 240 s."""
+    settings = classic_settings.model_copy(update={"sampling_timeout": 600.0})
+    async with Client(build_server(settings), mode="auto", sampling_callback=Refusing(how)) as client:
+        await refused_call(client)
+        with anyio.fail_after(60):  # a guard against the 1200 s wait, not a measurement
+            info = structured(await client.call_tool("crs_info", {"crs": "EPSG:4326"}))
+    assert info["epsg"] == 4326
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["declines", "raises"])
+async def test_the_gated_call_made_again_gets_hints_saying_why_the_model_was_not_asked(
+    classic_settings: Settings, workspace_dir: Path, how: str
+) -> None:
+    """Guards against asking a host that refused again on every retry, so the agent never gets past
+    the gate: the call made again is the hint flow, with the reason, and the host is not asked."""
+    host = Refusing(how)
+    async with Client(build_server(classic_settings), mode="auto", sampling_callback=host) as client:
+        await refused_call(client)
+        asked = host.asked
+        again = await client.call_tool("raster_reproject", REPROJECT)
+    answer = structured(again)
+    assert again.is_error and answer["type"] == "reflection_required"
+    assert {h["domain"] for h in answer["reflection_required"]} == {"crs_datum", "resampling"}
+    for hint in answer["reflection_required"]:
+        assert "did not answer the server's last sampling question" in hint["fallback"]
+    assert host.asked == asked
+    assert not (workspace_dir / "rgb_4326.tif").exists()
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+
+def _large_float32(path: Path, side: int) -> None:
+    """A ``side``² float32 raster (DEFLATE, 512-cell tiles): small on disk, ``4 side²`` bytes decoded."""
+    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32",
+               "crs": "EPSG:32633", "transform": from_origin(500_000, 6_000_000, 10, 10), "tiled": True,
+               "blockxsize": 512, "blockysize": 512, "compress": "deflate"}  # fmt: skip
+    row = np.arange(side, dtype="float32")
+    with rasterio.open(path, "w", **profile) as dst:
+        for top in range(0, side, 512):
+            dst.write((row + top)[None, :].repeat(512, axis=0), 1, window=((top, top + 512), (0, side)))
+
+
+@pytest.mark.anyio
+async def test_stats_of_a_large_float32_raster_passes_under_512_mib(
+    classic_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against a fixed 256 MiB GDAL block cache whatever --memory-mb says: one streaming pass
+    over 8192² float32 cells (256 MiB decoded) filled it and the worker ran out of memory (7680² did
+    not). Cell (r, c) holds 512 * (r // 512) + c: the mean is 4095.5 + 3840 = 7935.5."""
+    _large_float32(workspace_dir / "big.tif", 8192)
+    settings = classic_settings.model_copy(update={"memory_mb": 512, "exec_timeout": 120.0})
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool("raster_stats", {"path": "big.tif", "percentiles": []})
+    assert not result.is_error, result.content
+    band = structured(result)["bands"][0]
+    assert (band["min"], band["max"]) == (0.0, 7680.0 + 8191.0)
+    assert band["mean"] == pytest.approx(7935.5, rel=1e-12)  # a sum of 2^26 cells in float64
+
+
+def test_running_out_of_memory_is_its_own_kind_naming_the_limit_and_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guards against MemoryError in an operation reported as internal_error with the fix "Check the
+    arguments": the agent must learn that the limit was hit, which one, and what changes it."""
+    limit = (512 << 20, resource.RLIM_INFINITY)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limit if which == resource.RLIMIT_AS else (0, 0))
+    error = sandbox_error(MemoryError()).as_dict()
+    assert error["type"] == "out_of_memory"
+    assert "512 MiB" in error["message"] and "--memory-mb" in error["message"]
+    assert "--memory-mb" in error["fix"] and "smaller" in error["fix"]
+
+
+# --------------------------------------------------------------------------- grids named in files
+
+
+def _grid_in_llmc(workspace_dir: Path) -> Path:
+    grid = workspace_dir / ".llmc" / "shift.gsb"
+    grid.parent.mkdir(exist_ok=True)
+    grid.write_bytes(b"not a grid, but PROJ opens it to find out")
+    return grid
+
+
+def _wkt_with_grid(grid: Path) -> str:
+    """GDAL's WKT1 for a CRS shifted by a grid: the grid rides in EXTENSION["PROJ4_GRIDS", path]."""
+    return (
+        'GEOGCS["zones",DATUM["D_zones",SPHEROID["WGS 84",6378137,298.257223563],'
+        f'EXTENSION["PROJ4_GRIDS","{grid}"]],PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]]'
+    )
+
+
+def test_a_zone_files_prj_naming_a_grid_in_llmc_is_refused(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against PROJ opening a file the .prj names when the zones are transformed to the raster's
+    CRS (checked with strace: the grid in .llmc/ was opened three times)."""
+    grid = _grid_in_llmc(workspace_dir)
+    write_vector(workspace_dir / "zones.shp", [shapely.box(2, 48, 3, 49)])
+    (workspace_dir / "zones.prj").write_text(_wkt_with_grid(grid))
+    with pytest.raises(CrsError) as caught:
+        read(ctx, "zones.shp")
+    assert "zones.shp" in caught.value.message and "PROJ4_GRIDS" in caught.value.message
+    assert "EPSG" in (caught.value.fix or "")
+    assert UTM.to_epsg() == 32631  # the target the zones would have been transformed to
+
+
+def test_a_rasters_aux_xml_naming_a_grid_by_path_is_refused(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against a raster whose CRS (here from its .aux.xml, which GDAL prefers to the file's own)
+    names a grid by path that PROJ opens when the raster is warped."""
+    grid = _grid_in_llmc(workspace_dir)
+    profile = {"driver": "GTiff", "width": 4, "height": 4, "count": 1, "dtype": "uint8",
+               "transform": from_origin(2, 49, 0.25, 0.25)}  # fmt: skip
+    with rasterio.open(workspace_dir / "g.tif", "w", **profile) as dst:
+        dst.write(np.ones((1, 4, 4), dtype="uint8"))
+    srs = _wkt_with_grid(grid).replace('"', "&quot;")
+    (workspace_dir / "g.tif.aux.xml").write_text(f"<PAMDataset><SRS>{srs}</SRS></PAMDataset>")
+    with pytest.raises(CrsError) as caught, gdal_env(ctx):
+        open_for_read(ctx, "g.tif", georeferencing="unchecked").close()
+    assert "g.tif" in caught.value.message and "PROJ4_GRIDS" in caught.value.message
+
+
+def test_an_agents_crs_naming_a_grid_in_proj4_grids_is_refused() -> None:
+    """Guards against the WKT1 form of a grid path slipping past the rule for agents' CRS text, which
+    knew ``+nadgrids=`` and ``PARAMETERFILE`` but not GDAL's ``EXTENSION["PROJ4_GRIDS", ...]``."""
+    with pytest.raises(CrsError, match="grid files given by path"):
+        parse_crs(_wkt_with_grid(Path("/work/ws/.llmc/shift.gsb")), "dst_crs")
