@@ -337,8 +337,9 @@ async def test_a_worker_hardens_pyogrio_gdal_too(workspace_dir: Path, outside: P
     refused, linked = answer["result"]
     assert refused.startswith("invalid_argument") and "not a vector file" in refused
     assert SECRET not in json.dumps(answer)
-    # The link is ignored (GeoJSON's default CRS, EPSG:4326): the zone lies far from this UTM raster.
-    assert linked == {"count": 0.0}
+    # The link is ignored (GeoJSON's default CRS, EPSG:4326): the zone lies far from this UTM raster,
+    # and zones that all miss it are refused.
+    assert linked.startswith("refused: zones: no polygon") and "from EPSG:4326" in linked
     assert sink.requests == []
 
 
