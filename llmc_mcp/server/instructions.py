@@ -46,8 +46,8 @@ def classic_instructions() -> str:
         "call. Justifications are cached: the same decision is not asked twice. The prompts are also "
         "MCP prompts. Workflows: workflow_list offers guided tasks, walked one step at a time with "
         "workflow_start and workflow_submit; each next_action is the exact tool call to make next. "
-        "Errors are JSON with a snake_case type (invalid_argument, not_found, "
-        "reflection_required...), message and fix.\n\n" + _PATHS
+        "Errors are JSON with a snake_case type (invalid_argument, not_found, refused: a deliberate "
+        "refusal, change the call as fix says; reflection_required...), message and fix.\n\n" + _PATHS
     )
 
 
@@ -62,8 +62,8 @@ execute_code(code, session=...) to keep the variables. \
 Print summaries, keep data in variables. The last expression's value is returned.
 Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
 datetime. No files or network except through the API.
-Errors raise ApiError: e.type is its kind ("not_found"...), as execute_code's error.type; e.fix says what \
-to do. Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
+Errors raise ApiError: e.type is its kind ("not_found", "refused"...), as execute_code's error.type; \
+e.fix says what to do. Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
 reflection.ReflectionRequired (e.type "reflection_required") with one hint per decision (domain, hash, \
 prompt_text); uncaught, execute_code returns them. Keep them:
 {_MISS}
