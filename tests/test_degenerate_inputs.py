@@ -213,7 +213,7 @@ def arguments(op: Operation, case: Case) -> dict[str, Any]:
 
 def params() -> Iterator[Any]:
     """Every operation with every case it can take; one skip, with the reason, for one that takes none."""
-    made = set()
+    made: set[tuple[str, str]] = set()
     for op in CATALOG:
         cases = [case for case in CASES if applies(op, case)]
         if not cases:
