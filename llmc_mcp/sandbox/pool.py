@@ -21,12 +21,16 @@ Lifecycle, all on the parent side:
   if it comes back (``session.fresh`` says so).
 - **Warm spare.** One started worker waits for the next new session (:meth:`WorkerPool.start_spare`),
   so a session's first call does not pay the interpreter's start; it starts at normal priority.
-- **Priority.** Interactive calls first: a call still running after
-  :data:`DEMOTE_AFTER` seconds continues at nice :data:`DEMOTED_NICE` (its scheduler autogroup,
-  and for long calls its process group too); the next call restores normal priority. (Restoring
-  a process's nice needs CAP_SYS_NICE; the autogroup's, which is what orders workers against the
-  server and each other, does not.) So runaway loops and crash-respawn cycles of one session cost
-  the others little.
+- **Priority.** Interactive calls first: a call running for over :data:`DEMOTE_AFTER` seconds
+  continues at nice :data:`DEMOTED_NICE` (its scheduler autogroup, and its process group too)
+  while another session has a call in flight that is still interactive (younger than
+  :data:`DEMOTE_AFTER`), and at normal priority again once none is (checked every
+  :data:`PRIORITY_CHECK` seconds; the next call restores it too). (Restoring a process's nice needs
+  CAP_SYS_NICE; the autogroup's, which is what orders workers against the server and each other,
+  does not.) So runaway loops and crash-respawn cycles of one session cost the others little, and
+  a lone session, or long calls among themselves, are never put below the machine's other work:
+  ``--exec-timeout`` counts wall-clock time, and at nice 19 beside two CPU-bound processes a
+  6 s call took longer than any sensible limit.
 - **Bounds.** At most ``max_workers`` workers live at once (a call that would
   need one more first reaps idle workers, then gets a clear ``TooManySessions``
   error, never a hang); code longer than the worker accepts, or that is not
@@ -74,6 +78,8 @@ DEMOTE_AFTER = 1.0
 """Seconds into a call after which its worker runs at :data:`DEMOTED_NICE`: short interactive calls of
 other sessions then get the CPU first, and a runaway loop costs the others little until its timeout."""
 DEMOTED_NICE = 19
+PRIORITY_CHECK = 0.25
+"""Seconds between two looks at whether a long call should give way to another session's."""
 EXIT_GRACE = 1.0
 """Seconds a worker whose channel closed gets to exit by itself, so its real status is reported."""
 REAP_INTERVAL_MAX = 60.0
@@ -143,6 +149,8 @@ class Worker:
     last_used: float = field(default_factory=time.monotonic)
     calls: int = 0
     demoted: bool = False
+    call_started: float | None = None
+    """When its current call started (None between calls)."""
     idle_ttl: float | None = None
     """This worker's own idle TTL (None: the pool's setting)."""
     _ids: int = 0
@@ -157,7 +165,8 @@ class Worker:
 
     def demote(self) -> None:
         """Lower the CPU priority of the worker: its process group and its scheduler autogroup."""
-        self.demoted = _set_nice(self.process.pid, DEMOTED_NICE) or self.demoted
+        if not self.demoted:
+            self.demoted = _set_nice(self.process.pid, DEMOTED_NICE)
 
     def promote(self) -> None:
         """Back to normal priority, if it was lowered and the OS lets us raise it again."""
@@ -276,7 +285,8 @@ class WorkerPool:
             worker.last_used = time.monotonic()
             worker.calls += 1
             worker.promote()
-            demotion = _call_later(DEMOTE_AFTER, worker.demote)
+            worker.call_started = time.monotonic()
+            demotion = _call_later(DEMOTE_AFTER, self._give_way, worker, worker.calls)
             try:
                 with anyio.fail_after(self.settings.exec_timeout) as clock:
                     token = _wall_clock.set(clock)
@@ -305,9 +315,26 @@ class WorkerPool:
             finally:
                 if demotion is not None:
                     demotion.cancel()
+                worker.call_started = None
                 worker.last_used = time.monotonic()
             result["session"] = {"fresh": fresh or reset, "calls": worker.calls}
             return result
+
+    def _give_way(self, worker: Worker, call: int) -> None:
+        """The priority of the worker's long call number ``call``, from now until it ends: lowered while
+        another session's call is interactive, normal otherwise; looked at every :data:`PRIORITY_CHECK` s."""
+        if worker.call_started is None or worker.calls != call or self._workers.get(worker.key) is not worker:
+            return
+        now = time.monotonic()
+        interactive = any(
+            other is not worker and other.call_started is not None and now - other.call_started < DEMOTE_AFTER
+            for other in self._workers.values()
+        )
+        if interactive:
+            worker.demote()
+        else:
+            worker.promote()
+        _call_later(PRIORITY_CHECK, self._give_way, worker, call)
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -693,10 +720,10 @@ def _set_nice(pid: int, nice: int) -> bool:
     return _set_autogroup_nice(pid, nice) or done
 
 
-def _call_later(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle | None:
-    """Run ``callback`` on this event loop after ``delay`` seconds, unless cancelled (asyncio only)."""
+def _call_later(delay: float, callback: Callable[..., None], *args: Any) -> asyncio.TimerHandle | None:
+    """Run ``callback(*args)`` on this event loop after ``delay`` seconds, unless cancelled (asyncio only)."""
     try:
-        return asyncio.get_running_loop().call_later(delay, callback)
+        return asyncio.get_running_loop().call_later(delay, callback, *args)
     except RuntimeError:
         return None
 

@@ -33,8 +33,10 @@ from llmc_mcp.errors import CrsError
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.sandbox.bindings import sandbox_error
+from llmc_mcp.sandbox.pool import DEMOTE_AFTER, WorkerPool
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
+from tests.reliability.test_load import _group_nice, _nice, _no_requests, busy_for, code_settings
 from tests.security.test_hostile_vectors import UTM, read, write_vector
 
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
@@ -198,3 +200,30 @@ def test_an_agents_crs_naming_a_grid_in_proj4_grids_is_refused() -> None:
     knew ``+nadgrids=`` and ``PARAMETERFILE`` but not GDAL's ``EXTENSION["PROJ4_GRIDS", ...]``."""
     with pytest.raises(CrsError, match="grid files given by path"):
         parse_crs(_wkt_with_grid(Path("/work/ws/.llmc/shift.gsb")), "dst_crs")
+
+
+# ------------------------------------------------------------------------------ priority under load
+
+
+@pytest.mark.anyio
+async def test_a_lone_sessions_long_call_is_not_put_below_the_machines_other_work(tmp_path: Path) -> None:
+    """Guards against a call lowered to nice 19 after a second while no other session needs the CPU:
+    --exec-timeout counts wall-clock time, and beside two CPU-bound processes terrain.slope of an
+    8192² DEM (6.2 s on a quiet machine, 17-18 s at normal priority) timed out in 3 runs of 3."""
+    pool = WorkerPool(code_settings(tmp_path), str(tmp_path), _no_requests)
+    try:
+        await pool.execute("lone", "1", False)
+        (pid,) = pool.worker_pids().values()
+        seen: list[tuple[int, int | None]] = []
+
+        async def watch() -> None:
+            # Well past DEMOTE_AFTER into the call (6 s of wall time), where the parent demoted it.
+            await anyio.sleep(DEMOTE_AFTER + 1.5)
+            seen.append((_nice(pid), _group_nice(pid)))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            await pool.execute("lone", busy_for(6, "1"), False)
+        assert seen and seen[0][0] == 0 and seen[0][1] in (0, None), seen
+    finally:
+        await pool.close()
