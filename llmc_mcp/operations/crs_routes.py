@@ -190,7 +190,7 @@ def raster_points(transform: Affine, width: int, height: int) -> tuple[np.ndarra
         return np.unique(np.concatenate([[0.0, float(size)], np.linspace(0.5, size - 0.5, RASTER_SPREAD)]))
 
     cols, rows = np.meshgrid(positions(width), positions(height))
-    xs, ys = transform * (cols.ravel(), rows.ravel())
+    xs, ys = transform @ (cols.ravel(), rows.ravel())
     return np.asarray(xs, dtype="float64"), np.asarray(ys, dtype="float64")
 
 
@@ -262,6 +262,12 @@ def _degrees(src: CRS, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.n
     return np.clip(lon[ok], -180.0, 180.0), np.clip(lat[ok], -90.0, 90.0)
 
 
+def _bounds(aoi: AreaOfInterest | None) -> tuple[float, float, float, float] | None:
+    if aoi is None:
+        return None
+    return (aoi.west_lon_degree, aoi.south_lat_degree, aoi.east_lon_degree, aoi.north_lat_degree)
+
+
 def _extent(lon: np.ndarray, lat: np.ndarray) -> AreaOfInterest | None:
     if not lon.size:
         return None
@@ -322,7 +328,7 @@ def _routes(
         geodetic = side.geodetic_crs
         if geodetic is None:
             continue
-        twin = greenwich_twin(geodetic.to_wkt())
+        twin = greenwich_twin(geodetic.to_wkt(), _bounds(aoi))
         for via in (twin, None if side.is_geographic else geodetic):
             if via is not None and not any(via.equals(seen) for seen in (src, dst, *intermediates)):
                 intermediates.append(via)
@@ -349,31 +355,39 @@ def _routes(
     return routes
 
 
-@functools.lru_cache(maxsize=64)
-def greenwich_twin(geodetic_wkt: str) -> CRS | None:
+def greenwich_twin(geodetic_wkt: str, near: tuple[float, float, float, float] | None = None) -> CRS | None:
     """The geographic CRS that differs from this one only by counting longitudes from Greenwich.
 
     EPSG pairs them by a longitude rotation (Monte Mario (Rome) and Monte Mario, NTF (Paris) and NTF):
     the twin is the Greenwich geographic CRS on the same ellipsoid, within the same area, that PROJ
-    reaches by exact rotations alone. None when the prime meridian is Greenwich or no twin exists.
+    reaches by exact rotations alone. The area is the CRS's area of use, its EPSG entry's when the
+    definition has none (GDAL's WKT1 of a file), else ``near`` (west, south, east, north in degrees).
+    None when the prime meridian is Greenwich or no twin exists.
     """
     geodetic = CRS.from_wkt(geodetic_wkt)
     if geodetic.prime_meridian is None or geodetic.prime_meridian.longitude == 0:
         return None
-    area = geodetic.area_of_use
+    area = _area_of(geodetic) or near
+    return None if area is None else _twin_within(geodetic_wkt, area)
+
+
+@functools.lru_cache(maxsize=64)
+def _twin_within(geodetic_wkt: str, area: tuple[float, float, float, float]) -> CRS | None:
+    geodetic = CRS.from_wkt(geodetic_wkt)
     ellipsoid = geodetic.ellipsoid
-    if area is None or ellipsoid is None:
+    if ellipsoid is None:
         return None
     found = query_crs_info(
-        auth_name="EPSG",
-        pj_types=[PJType.GEOGRAPHIC_2D_CRS],
-        area_of_interest=AreaOfInterest(*area.bounds),
+        auth_name="EPSG", pj_types=[PJType.GEOGRAPHIC_2D_CRS], area_of_interest=AreaOfInterest(*area)
     )
     for info in found:
         candidate = CRS.from_authority(info.auth_name, info.code)
+        # Close, not equal: a GeoTIFF's key for International 1924 reads back 297.000000000005.
         same_shape = candidate.ellipsoid is not None and (
-            candidate.ellipsoid.semi_major_metre == ellipsoid.semi_major_metre
-            and candidate.ellipsoid.inverse_flattening == ellipsoid.inverse_flattening
+            math.isclose(candidate.ellipsoid.semi_major_metre, ellipsoid.semi_major_metre, rel_tol=1e-12)
+            and math.isclose(
+                candidate.ellipsoid.inverse_flattening, ellipsoid.inverse_flattening, rel_tol=1e-12
+            )
         )
         if candidate.prime_meridian is None or candidate.prime_meridian.longitude != 0 or not same_shape:
             continue
@@ -383,6 +397,16 @@ def greenwich_twin(geodetic_wkt: str) -> CRS | None:
         if any(_only_rotation(t) for t in group.transformers):
             return candidate
     return None
+
+
+def _area_of(crs: CRS) -> tuple[float, float, float, float] | None:
+    if crs.area_of_use is not None:
+        return crs.area_of_use.bounds
+    authority = crs.to_authority(min_confidence=90)
+    if authority is None:
+        return None
+    area = CRS.from_authority(*authority).area_of_use
+    return area.bounds if area is not None else None
 
 
 def _only_rotation(transformer: Transformer) -> bool:
@@ -492,7 +516,11 @@ def _why_ballpark(src: CRS, dst: CRS, aoi: AreaOfInterest | None) -> str:
     )
     twins = [
         _label(twin)
-        for twin in (greenwich_twin(side.geodetic_crs.to_wkt()) for side in (src, dst) if side.geodetic_crs)
+        for twin in (
+            greenwich_twin(side.geodetic_crs.to_wkt(), _bounds(aoi))
+            for side in (src, dst)
+            if side.geodetic_crs
+        )
         if twin is not None
     ]
     tried = f", neither directly nor through {' or '.join(twins)}" if twins else ""

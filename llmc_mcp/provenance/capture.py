@@ -47,6 +47,8 @@ class Invocation:
     justifications: list[dict[str, Any]]
     started_at: str = field(default_factory=lambda: utc_now())
     inputs: dict[str, InputSeen] = field(default_factory=dict)
+    transformation: dict[str, Any] | None = None
+    """The coordinate operation a warp applied to the data (pipeline, accuracy...), as it ran."""
 
 
 _current: ContextVar[Invocation | None] = ContextVar("llmc_invocation", default=None)
@@ -84,6 +86,13 @@ def note_input(relative: str, absolute: Path, crs_wkt: str | None, layer: str | 
     invocation = _current.get()
     if invocation is not None and relative not in invocation.inputs:
         invocation.inputs[relative] = InputSeen(relative, absolute, crs_wkt, layer)
+
+
+def note_transformation(applied: Mapping[str, Any]) -> None:
+    """Record the coordinate operation the running operation applied; a no-op outside an operation."""
+    invocation = _current.get()
+    if invocation is not None:
+        invocation.transformation = dict(applied)
 
 
 _digests: dict[tuple[str, int, int, int], str] = {}

@@ -5,6 +5,11 @@ rather than from its schema file, so the project's tests check our records again
 stated, not against a copy of one implementation. :func:`problems` returns every violation at once;
 an empty list means the record conforms. Unknown fields are allowed everywhere (section 3.5): only
 fields the specification defines are checked, and only for what it says of them.
+
+One rule is ours, stricter than the format's text: a CRS decision between two datums must name the
+pipeline that moved the data (``crs_decisions.transformation.pipeline``, a PROJ string), since a datum
+shift is the one step of a reprojection whose choice changes positions by metres to hundreds of
+metres (DD-MCP-070). Records that leave it null, omit it or hold a placeholder are flagged.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+
+from llmc_mcp.crs_text import parse_crs
+from llmc_mcp.errors import LlmcError
 
 SPEC_VERSION = "1.0.0-draft.3"
 """The version our records declare: the text this module and the writer were made from."""
@@ -44,6 +52,7 @@ _EXTENSION_CHECK = re.compile(r"x-[a-z0-9][a-z0-9_-]*:[a-z0-9][a-z0-9_]*")
 _VERSION = re.compile(r"1\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
+_PROJ_STRING = re.compile(r"\+?proj=\S")
 _REQUIRED = ("spec_version", "operation", "parameters", "inputs", "engine", "verification")
 
 
@@ -178,6 +187,12 @@ def _crs_decisions(value: Any) -> list[str]:
     found += _string_or_null(value, "source_crs", "crs_decisions")
     found += _string_or_null(value, "target_crs", "crs_decisions")
     shift = value.get("transformation")
+    pipeline = shift.get("pipeline") if isinstance(shift, dict) else None
+    if not (isinstance(pipeline, str) and _PROJ_STRING.match(pipeline)) and _datums_differ(value):
+        found.append(
+            "`crs_decisions.transformation.pipeline` must be the PROJ pipeline that was applied: "
+            "`source_crs` and `target_crs` are on different datums"
+        )
     if shift is None:
         return found
     if not isinstance(shift, dict):
@@ -189,6 +204,19 @@ def _crs_decisions(value: Any) -> list[str]:
     if "is_ballpark" in shift and not isinstance(shift["is_ballpark"], bool):
         found.append("`crs_decisions.transformation.is_ballpark` must be a boolean")
     return found
+
+
+def _datums_differ(decision: dict[str, Any]) -> bool:
+    """Whether the decision's source and target CRSs are known and on different datums (a label that
+    is not a CRS definition, such as a bare name PROJ does not know, says nothing either way)."""
+    labels = decision.get("source_crs"), decision.get("target_crs")
+    if not all(isinstance(label, str) and label for label in labels):
+        return False
+    try:
+        source, target = (parse_crs(str(label)) for label in labels)
+    except LlmcError:
+        return False
+    return source.datum is not None and target.datum is not None and source.datum != target.datum
 
 
 def _environment(value: Any) -> list[str]:

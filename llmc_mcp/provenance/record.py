@@ -11,15 +11,15 @@ The record follows the open provenance manifest format (:mod:`.conformance`): th
 parameters it ran with, every file it read with its SHA-256 and CRS, the output's digest, the
 engine (llmc-mcp, with GDAL, PROJ, rasterio and each library loaded for the work), the checks that
 ran on the result, and the reasons for the decisions the gate required: the CRS decision in
-``crs_decisions`` with the transformation PROJ uses, every justification (any domain) in
-``x-llmc:justifications``.
+``crs_decisions`` with the coordinate operation the warp applied (noted by the operation as it ran:
+pipeline, accuracy, ballpark or not, and the share of the data's points outside its area of use),
+every justification (any domain) in ``x-llmc:justifications``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -28,8 +28,6 @@ from typing import Any
 
 import pyproj
 import rasterio
-from pyproj import Transformer
-from pyproj.exceptions import ProjError
 from rasterio.io import DatasetReader
 
 from llmc_mcp import __version__
@@ -234,8 +232,8 @@ def _crs_decisions(
             "source_crs": source,
             "target_crs": target,
         }
-        if source is not None:
-            decision["transformation"] = _transformation(source, target)
+        if source is not None and invocation.transformation is not None:
+            decision["transformation"] = _transformation(invocation.transformation)
         return decision
     if output_crs is not None and sources == {output_crs}:
         return {
@@ -253,22 +251,20 @@ def _reason(justification: Mapping[str, Any]) -> str:
     return f"{text} Rejected: {rejected}" if rejected else text
 
 
-def _transformation(source: str, target: str) -> dict[str, Any]:
-    """How PROJ takes coordinates from ``source`` to ``target``: pipeline, accuracy, ballpark or not."""
-    from llmc_mcp.operations.crs import _describe_transformer
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            transformer = Transformer.from_crs(source, target, always_xy=True)
-        except ProjError:
-            return {"pipeline": None, "accuracy_m": None, "is_ballpark": False}
-    used = _describe_transformer(transformer)
+def _transformation(applied: Mapping[str, Any]) -> dict[str, Any]:
+    """The coordinate operation the warp applied, as the operation noted it
+    (:meth:`~llmc_mcp.operations.crs_routes.ChosenOperation.provenance`); the format has fields for
+    the pipeline, accuracy and ballpark flag, the rest is ours."""
     return {
-        "pipeline": transformer.definition or None,
-        "accuracy_m": used.accuracy_m,
-        "is_ballpark": used.ballpark,
-        f"{PRODUCER_PREFIX}operation": used.name,
+        "pipeline": applied["pipeline"],
+        "accuracy_m": applied["accuracy_m"],
+        "is_ballpark": applied["is_ballpark"],
+        f"{PRODUCER_PREFIX}operation": applied["operation"],
+        f"{PRODUCER_PREFIX}route": applied["route"],
+        f"{PRODUCER_PREFIX}outside_area_of_use": {
+            "points_checked": applied["points_checked"],
+            "share": applied["share_outside_area_of_use"],
+        },
     }
 
 

@@ -3,9 +3,11 @@
 The grid (CRS, transform, width, height) is copied from ``like``'s header, never recomputed from
 bounds and a resolution, so the output's cells are ``like``'s bit for bit and ``raster.calc`` takes
 the two as one grid. Everything else is ``raster.reproject``'s warp (:func:`.reproject.warp_onto`):
-the nodata rule, the metadata carried over, the WarpedVRT streamed window by window and the atomic
-write of :mod:`.output`. The gate asks what ``raster.reproject`` asks: the resampling method for this
-kind of data, and the target CRS when ``like``'s is not ``src``'s (DD-MCP-043).
+the coordinate operation (chosen for a spread of ``src``'s points, as ``crs.transform`` chooses, and
+named in the provenance record), the nodata rule, the metadata carried over, the warp window by
+window and the atomic write of :mod:`.output`. The gate asks what ``raster.reproject`` asks: the
+resampling method for this kind of data, and the target CRS when ``like``'s is not ``src``'s
+(DD-MCP-043).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.raster.output import _check_src_dst, data_kind, write_output
-from llmc_mcp.operations.raster.reproject import WarpPlan, require_crs, warp_onto
+from llmc_mcp.operations.raster.reproject import WarpPlan, raster_operation, require_crs, warp_onto
 from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING
 
 
@@ -159,6 +161,7 @@ def _plan_align(
         source,
         target,
         grid,
+        raster_operation(source, target),
         resampling=resampling,
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,

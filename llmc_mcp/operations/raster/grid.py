@@ -1,9 +1,10 @@
 """The output grid of ``raster.reproject``: extent, pixel size and pixel count in the target CRS.
 
 Without grid options the grid is GDAL's suggestion (the whole source footprint at about the source
-resolution); ``resolution``, ``width``/``height`` and ``bounds`` override parts of it the way
-``gdalwarp -tr``/``-ts``/``-te`` do. Computed from the source header alone, so a preflight can
-refuse an absurd grid before anything is written.
+resolution, through the coordinate operation the warp will apply); ``resolution``,
+``width``/``height`` and ``bounds`` override parts of it the way ``gdalwarp -tr``/``-ts``/``-te`` do.
+Computed from the source header alone, so a preflight can refuse an absurd grid before anything is
+written.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 from affine import Affine
 from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
+from rasterio.warp import transform as gdal_transform
 
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.crs_routes import RASTER_SPREAD, ChosenOperation
 from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
 
 MAX_OUTPUT_PIXELS = 1 << 32
@@ -69,6 +73,7 @@ def target_grid(
     source: DatasetReader,
     target: RioCRS,
     dst_crs: str,
+    chosen: ChosenOperation,
     res: tuple[float, float] | None,
     width: int | None,
     height: int | None,
@@ -82,7 +87,7 @@ def target_grid(
     if bounds is not None and (width is not None or height is not None):
         extent = bounds
     else:
-        default, default_w, default_h = _default_grid(ctx, source, target, dst_crs)
+        default, default_w, default_h = _default_grid(ctx, source, target, dst_crs, chosen)
         if bounds is None and res is None and width is None and height is None:
             return default, default_w, default_h
         extent = bounds or (
@@ -121,13 +126,14 @@ def target_grid(
 
 
 def _default_grid(
-    ctx: OperationContext, source: DatasetReader, target: RioCRS, dst_crs: str
+    ctx: OperationContext, source: DatasetReader, target: RioCRS, dst_crs: str, chosen: ChosenOperation
 ) -> tuple[Affine, int, int]:
     # A WarpedVRT suggests the grid from the source's full geotransform; calculate_default_transform
-    # would only see the bounds and lose a rotation.
+    # would only see the bounds and lose a rotation (and needs the VRT driver, not registered here).
     try:
         with WarpedVRT(source, crs=target) as vrt:
-            return vrt.transform, vrt.width, vrt.height
+            suggested = vrt.transform, vrt.width, vrt.height
+        return _onto_footprint(suggested, source, target, chosen)
     except (*GDAL_ERRORS, ValueError) as exc:
         shown = ctx.workspace.relative(Path(source.name))
         raise RasterError(
@@ -136,3 +142,55 @@ def _default_grid(
             fix="Pass bounds (left, bottom, right, top) in dst_crs units together with resolution or "
             "width/height, or choose a CRS whose area of use covers the raster (crs.info).",
         ) from None
+
+
+def _onto_footprint(
+    grid: tuple[Affine, int, int], source: DatasetReader, target: RioCRS, chosen: ChosenOperation
+) -> tuple[Affine, int, int]:
+    """GDAL's suggested grid, moved to cover the footprint under the operation the warp applies.
+
+    GDAL suggests the grid with its own operation, which differs from the chosen one where PROJ's
+    best needs a route (Monte Mario (Rome): GDAL's ballpark is 74 m off). Where the two footprints'
+    edges agree to half a pixel the suggestion stands as GDAL made it; otherwise its pixel size is
+    kept and its extent moved and grown to the footprint the warp will fill.
+    """
+    transform = grid[0]
+    edge = np.linspace(0.0, 1.0, RASTER_SPREAD)
+    cols = np.concatenate(
+        [
+            edge * source.width,
+            np.full(edge.size, float(source.width)),
+            edge * source.width,
+            np.zeros(edge.size),
+        ]
+    )
+    rows = np.concatenate(
+        [
+            np.zeros(edge.size),
+            edge * source.height,
+            np.full(edge.size, float(source.height)),
+            edge * source.height,
+        ]
+    )
+    xs, ys = source.transform @ (cols, rows)
+    gx, gy = gdal_transform(source.crs, target, list(xs), list(ys))
+    cx, cy = chosen.transformer.transform(np.asarray(xs), np.asarray(ys), errcheck=False)
+    ours = _extent(np.asarray(cx), np.asarray(cy))
+    gdal = _extent(np.asarray(gx), np.asarray(gy))
+    res_x, res_y = transform.a, -transform.e
+    if ours is None or gdal is None or transform.b or transform.d:
+        return grid  # a footprint crossing a projection's edge, or a rotated suggestion: GDAL's stands
+    shifts = np.abs(np.subtract(ours, gdal)) / np.array([res_x, res_y, res_x, res_y])
+    if shifts.max() < 0.5:
+        return grid
+    left, bottom, right, top = ours
+    out_w = max(1, math.ceil((right - left) / res_x - 1e-6))
+    out_h = max(1, math.ceil((top - bottom) / res_y - 1e-6))
+    return Affine(res_x, 0.0, left, 0.0, -res_y, top), out_w, out_h
+
+
+def _extent(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float] | None:
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.all():
+        return None
+    return float(x.min()), float(y.min()), float(x.max()), float(y.max())

@@ -1,9 +1,12 @@
 """``raster.reproject``: warp a raster to another CRS and write a tiled GeoTIFF, block by block.
 
-The plan (:func:`_plan_warp`) resolves the target CRS, grid (:mod:`.grid`), nodata and creation
-options from the source header; writing streams a GDAL ``WarpedVRT`` into the output in windows of
-about 16 MB, so rasters larger than memory work. The atomic write and the src/dst checks are
-:mod:`.output`'s, shared with ``raster.convert``.
+The plan (:func:`_plan_warp`) resolves the target CRS, the coordinate operation
+(:func:`~llmc_mcp.operations.crs_routes.choose_operation` for a spread of the raster's points, as
+``crs.transform`` chooses), grid (:mod:`.grid`), nodata and creation options from the source header;
+writing warps the source into the output window by window (about 16 MB each, so rasters larger than
+memory work) with GDAL's warper forced to that operation (its COORDINATE_OPERATION option), and
+the provenance record names it. The atomic write and the src/dst checks are :mod:`.output`'s,
+shared with ``raster.convert``.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ from typing import Annotated, Any
 
 import numpy as np
 import rasterio
+import rasterio.warp
 from affine import Affine
 from pydantic import Field
 from rasterio.crs import CRS as RioCRS
 from rasterio.enums import ColorInterp
 from rasterio.enums import Resampling as RioResampling
 from rasterio.io import DatasetReader
-from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
+from llmc_mcp.operations.crs_routes import ChosenOperation, choose_operation, raster_points
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
@@ -38,6 +42,7 @@ from llmc_mcp.operations.raster.output import (
     single_dtype,
     write_output,
 )
+from llmc_mcp.provenance.capture import note_transformation
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
 
 OUTPUT_BLOCK = 512
@@ -155,20 +160,19 @@ def reproject(
 
 @dataclass(frozen=True)
 class WarpPlan:
-    """A warp onto a fixed grid: streamed from a WarpedVRT into the output, window by window."""
+    """A warp onto a fixed grid with one coordinate operation, written window by window."""
 
     dtype: np.dtype
     use_mask: bool
     profile: dict[str, Any]
-    vrt_options: dict[str, Any]
+    warp_options: dict[str, Any]
+    operation: ChosenOperation
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
-        with (
-            WarpedVRT(source, **self.vrt_options) as vrt,
-            rasterio.open(tmp, "w", **self.profile) as out,
-        ):
+        with rasterio.open(tmp, "w", **self.profile) as out:
             carry_metadata(source, out)
-            _copy_warped(vrt, out, source.count, self.dtype, self.use_mask)
+            _warp_windows(source, out, self)
+        note_transformation(self.operation.provenance())
 
 
 def _plan_warp(
@@ -189,17 +193,27 @@ def _plan_warp(
     grid_args = check_grid_args(resolution, width, height, bounds)
     target = rio_crs(normalize_crs(dst_crs, "dst_crs"))
     require_crs(ctx, source, "src")
-    grid = target_grid(ctx, source, target, dst_crs, *grid_args)
+    chosen = raster_operation(source, target)
+    grid = target_grid(ctx, source, target, dst_crs, chosen, *grid_args)
     return warp_onto(
         ctx,
         source,
         target,
         grid,
+        chosen,
         resampling=resampling,
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,
         compress=compress,
     )
+
+
+def raster_operation(source: DatasetReader, target: RioCRS) -> ChosenOperation:
+    """The coordinate operation for ``source``'s data into ``target``: the one crs.transform would
+    choose for a spread of the raster's points (cell centres and edges)."""
+    src = parse_crs(source.crs.to_wkt(), "src CRS")
+    dst = parse_crs(target.to_wkt(), "dst_crs")
+    return choose_operation(src, dst, *raster_points(source.transform, source.width, source.height))
 
 
 def require_crs(ctx: OperationContext, source: DatasetReader, argument: str) -> None:
@@ -217,14 +231,16 @@ def warp_onto(
     source: DatasetReader,
     target: RioCRS,
     grid: tuple[Affine, int, int],
+    chosen: ChosenOperation,
     *,
     resampling: str,
     src_nodata: float | None,
     dst_nodata: float | None,
     compress: str,
 ) -> WarpPlan:
-    """The warp of ``source`` onto ``grid`` (transform, width, height) in ``target``: data type, the
-    nodata rule of ``raster.reproject``, creation options and the WarpedVRT, from the header alone."""
+    """The warp of ``source`` onto ``grid`` (transform, width, height) in ``target`` with the operation
+    ``chosen``: data type, the nodata rule of ``raster.reproject``, creation options and GDAL's warp
+    options, from the header alone."""
     method = warp_resampling(resampling)
     shown = ctx.workspace.relative(Path(source.name))
     dtype = single_dtype(source, shown)
@@ -246,23 +262,36 @@ def warp_onto(
         "blockysize": OUTPUT_BLOCK,
         **options,
     }
-    vrt_options: dict[str, Any] = {
-        "crs": target,
-        "transform": transform,
-        "width": out_width,
-        "height": out_height,
+    alpha = _alpha_band(source)
+    warp_options: dict[str, Any] = {
+        "dst_crs": target,
         "resampling": method,
-        "add_alpha": use_mask,
         "init_dest_nodata": True,
         "warp_mem_limit": WARP_MEM_MB,
+        # Threads in GDAL's warp kernel, one chunk at a time: rasterio's num_threads warps chunks in
+        # parallel (ChunkAndWarpMulti) and then loses a failed read of the source.
         "NUM_THREADS": str(ctx.num_threads),
+        # A source alpha band carries validity through the warp onto the same band of the output;
+        # without nodata or alpha, an added alpha band (after the data) becomes the output's mask.
+        "src_alpha": alpha,
+        "dst_alpha": source.count + 1 if use_mask else alpha,
+        **chosen.gdal_options(),
     }
-    # Passing None would not mean "the file's value" to WarpedVRT but "no source nodata".
+    # Passing None would not mean "the file's value" to the warp but "no source nodata".
     if src_nodata is not None:
-        vrt_options["src_nodata"] = src_nodata
-    if nodata is not None:
-        vrt_options["nodata"] = nodata
-    return WarpPlan(dtype=dtype, use_mask=use_mask, profile=profile, vrt_options=vrt_options)
+        warp_options["src_nodata"] = src_nodata
+    warp_options["dst_nodata"] = nodata
+    return WarpPlan(
+        dtype=dtype, use_mask=use_mask, profile=profile, warp_options=warp_options, operation=chosen
+    )
+
+
+def _alpha_band(source: DatasetReader) -> int:
+    """The 1-based index of the source's alpha band; 0 when it has none."""
+    for index, interpretation in enumerate(source.colorinterp, start=1):
+        if interpretation == ColorInterp.alpha:
+            return index
+    return 0
 
 
 def rio_crs(normalized: str) -> RioCRS:
@@ -339,14 +368,26 @@ def carry_metadata(source: DatasetReader, out: Any) -> None:
             out.write_colormap(1, source.colormap(1))
 
 
-def _copy_warped(vrt: WarpedVRT, out: Any, count: int, dtype: np.dtype, use_mask: bool) -> None:
+def _warp_windows(source: DatasetReader, out: Any, plan: WarpPlan) -> None:
+    """Warp ``source`` into ``out`` one window at a time, each through GDAL's warper with the plan's
+    operation (a WarpedVRT would not take it: rasterio gives it no transformer options)."""
+    count = source.count
     bands = list(range(1, count + 1))
-    # The alpha band has the data type; the mask written from it is one byte per pixel.
-    per_pixel = count * dtype.itemsize + (dtype.itemsize + 1 if use_mask else 0)
+    layers = count + 1 if plan.use_mask else count
+    # The alpha band has the data type; the mask written from it is one byte per pixel. rasterio
+    # warps into a copy of the window's array (a MEM dataset): the pixels are held twice.
+    per_pixel = 2 * (layers * plan.dtype.itemsize) + (1 if plan.use_mask else 0)
     for window in counted(write_windows(out.width, out.height, per_pixel)):
-        out.write(vrt.read(bands, window=window), window=window)
-        if use_mask:
-            out.write_mask(vrt.read(count + 1, window=window) > 0, window=window)
+        warped = np.empty((layers, int(window.height), int(window.width)), dtype=plan.dtype)
+        rasterio.warp.reproject(
+            rasterio.band(source, bands),
+            warped,
+            dst_transform=out.window_transform(window),
+            **plan.warp_options,
+        )
+        out.write(warped[:count], window=window)
+        if plan.use_mask:
+            out.write_mask(warped[count] > 0, window=window)
 
 
 def write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
