@@ -8,17 +8,25 @@ decision the later operation will make), and that the run can go on with it (a `
 needs a list, a branch condition must render). Every problem comes back at once and the step stands;
 only an answer that passes is saved, its justification stored as the gate stores one, and the run
 advanced.
+
+Every call is bounded for the session that makes it: its renders share one :class:`Budget` (steps and
+a :data:`CALL_SECONDS` deadline), it works on the state it read without holding any lock, and takes the
+state folder's lock only to check that nobody saved the run meanwhile and write it (:mod:`.state`).
+The server runs each call in a thread while the session's worker waits on it, wall clock running, so
+the time is the session's. What a client sends (answers, inputs) is bounded in length, nesting and
+characters before anything is kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
-from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
+from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists, Refused
 from llmc_mcp.operations.models import (
     ToolCall,
     WorkflowDescription,
@@ -30,19 +38,26 @@ from llmc_mcp.operations.models import (
     WorkflowSummary,
 )
 from llmc_mcp.reflection.gate import Gate
-from llmc_mcp.reflection.schema import Justification, validate_justification
+from llmc_mcp.reflection.schema import Justification, text_problem, validate_justification
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.reflection.store import Record
-from llmc_mcp.workflows.definitions import Catalog, Step, Workflow, load_catalog
+from llmc_mcp.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
 from llmc_mcp.workflows.state import StateStore, WorkflowState
-from llmc_mcp.workflows.templates import TemplateError, lookup, parse_ref, render, render_value
+from llmc_mcp.workflows.templates import Budget, TemplateError, lookup, parse_ref, render, render_value
 from llmc_mcp.workflows.validate import successors
 from llmc_mcp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from llmc_mcp.outputs import OutputLedger
 
 Face = Literal["code", "classic"]
 MAX_ANSWER_CHARS = 64_000
 MAX_INPUT_CHARS = 4_000
 MAX_LIST_ITEMS = 50
+MAX_ANSWER_DEPTH = 16
+"""Lists and objects inside one another in an answer (a justification is three deep)."""
+CALL_SECONDS = 10.0
+"""The deadline of the rendering one engine call does (normally milliseconds; bounded by steps too)."""
 JUSTIFICATION_SHAPE = (
     '{"intent": ..., "alternatives": [{"method": ..., "why_not": ...}], "choice": {"method": ..., '
     '"rationale": ..., "tradeoffs": ...}, "confidence": "low"|"medium"|"high"}'
@@ -73,17 +88,23 @@ class Engine:
         face: Face,
         ttl_seconds: float,
         min_confidence: Literal["low", "medium", "high"] = "low",
+        outputs: OutputLedger | None = None,
     ):
+        """``outputs``: the workspace's output ledger, whose quotas states are charged to with its outputs."""
         self.workspace = workspace
         self.gate = gate
         self.face = face
         self.min_confidence = min_confidence
-        self.states = StateStore(workspace.root / ".llmc" / "workflow-state", gate.store, ttl_seconds)
+        self.states = StateStore(
+            workspace.root / ".llmc" / "workflow-state", gate.store, ttl_seconds, outputs=outputs
+        )
         self.user_dir = workspace.root / ".llmc" / "workflows"
+        self._parsed = ParsedFiles()
 
     def catalog(self) -> Catalog:
-        """Read on every call: a user adds or fixes a file and the next list shows it, no restart."""
-        return load_catalog(self.user_dir)
+        """Read on every call: a user adds or fixes a file and the next list shows it, no restart
+        (a file unchanged since the last call is not parsed again)."""
+        return load_catalog(self.user_dir, self._parsed)
 
     def list(self) -> WorkflowList:
         catalog = self.catalog()
@@ -104,6 +125,7 @@ class Engine:
         )
 
     def start(self, name: str, inputs: Mapping[str, Any], principal: str | None) -> WorkflowProgress:
+        budget = Budget.for_seconds(CALL_SECONDS)
         workflow = _find(self.catalog(), name)
         values = _check_inputs(workflow, inputs)
         now = time.time()
@@ -120,12 +142,16 @@ class Engine:
         problems = _enter(state, workflow.steps[0])
         if problems:
             raise InvalidArgument(f"{name} cannot start: " + "; ".join(problems), fix="Check the inputs.")
-        state_id = self.states.create(state)
-        return self._progress(workflow, state_id, state)
+        state_id = self.states.new_id()
+        progress = _shown(workflow, lambda: self._progress(workflow, state_id, state, budget))
+        self.states.create(state, state_id)
+        return progress
 
     def state(self, state_id: str, principal: str | None) -> WorkflowProgress:
         state = self.states.load(state_id, principal)
-        return self._progress(_definition(state), state_id, state)
+        workflow = _definition(state)
+        budget = Budget.for_seconds(CALL_SECONDS)
+        return _shown(workflow, lambda: self._progress(workflow, state_id, state, budget))
 
     def requirement(
         self, state_id: str, answer: Any, step: str | None, principal: str | None
@@ -142,7 +168,8 @@ class Engine:
         if current.requires is None:
             return None
         try:
-            args = _requirement_args(current, _values(state, current), answer)
+            budget = Budget.for_seconds(CALL_SECONDS)
+            args = _requirement_args(current, _values(state, current), answer, budget)
         except TemplateError:
             return None
         return {"operation": current.requires.operation, "args": args}
@@ -161,55 +188,57 @@ class Engine:
 
         A ``requires`` answer below ``min_confidence`` raises :class:`ReviewNeeded` before anything
         is saved, unless ``review`` carries the user's approval (the server asks, then submits again).
+        The work is done on the state as read, with no lock held; the save then refuses if another
+        call saved the run meanwhile.
         """
-        with self.states.locked():
-            state = self.states.load(state_id, principal)
-            workflow = _definition(state)
-            current = _current(workflow, state, step)
-            values = _values(state, current)
-            problems = _answer_problems(current.answer_kind, answer)
-            if current.answer_kind == "text" and not isinstance(answer, str) and not problems:
-                # MCP SDKs parse a JSON-looking string argument before the tool sees it (Claude Desktop
-                # sends lists as strings): a text answer that was JSON is kept as the text it was.
-                answer = json.dumps(answer, ensure_ascii=False)
-            record = None
-            if current.requires is not None and not problems:
-                record = self._justified(current, values, answer, facts, check_problem, problems)
-            if not problems:
-                problems += _advance(workflow, state, current, answer)
-            if not problems:
-                try:  # the next instruction must render with what was just saved (a field it reads)
-                    progress = self._progress(workflow, state_id, state)
-                except TemplateError as exc:
-                    problems.append(f"the next instruction cannot be written with this answer: {exc}")
-            if not problems and record is not None and review is None and _below(record, self.min_confidence):
-                raise ReviewNeeded(
-                    f"This step's justification has {record.justification.confidence} confidence, below "
-                    f"the server's minimum ({self.min_confidence}): the user must approve it.",
-                    fix="The server asks the user; without elicitation, ask the user yourself and submit "
-                    "the confidence you honestly hold then.",
-                    details={
-                        "operation": record.operation,
-                        "decision": record.prompt_args,
-                        "step": current.id,
-                    },
-                )
-            if record is not None and review is not None:
-                record = record.model_copy(update={"review": review})
-            if problems:
-                raise AnswerInvalid(
-                    f"The answer to step {current.id!r} was not accepted: " + "; ".join(problems),
-                    fix=f"Nothing was saved; the step stands. Correct every listed problem and submit again "
-                    f"({self._next_action(state_id, current, answer_kind=current.answer_kind)}).",
-                    details={"errors": problems, "step": current.id},
-                )
-            if record is not None:
-                # The same decision justified meanwhile: the later call is a hit either way.
-                with contextlib.suppress(RecordExists):
-                    self.gate.store.put(record)
-            state.updated = time.time()
-            state.expires = state.updated + self.states.ttl
-            self.states.save(state_id, state)
+        budget = Budget.for_seconds(CALL_SECONDS)
+        state = self.states.load(state_id, principal)
+        workflow = _definition(state)
+        current = _current(workflow, state, step)
+        values = _values(state, current)
+        problems = _answer_problems(current.answer_kind, answer)
+        if current.answer_kind == "text" and not isinstance(answer, str) and not problems:
+            # MCP SDKs parse a JSON-looking string argument before the tool sees it (Claude Desktop
+            # sends lists as strings): a text answer that was JSON is kept as the text it was.
+            answer = json.dumps(answer, ensure_ascii=False)
+        record = None
+        if current.requires is not None and not problems:
+            record = self._justified(current, values, answer, facts, check_problem, problems, budget)
+        if not problems:
+            problems += _advance(workflow, state, current, answer, budget)
+        if not problems:
+            try:  # the next instruction must render with what was just saved (a field it reads)
+                progress = self._progress(workflow, state_id, state, budget)
+            except TemplateError as exc:
+                problems.append(f"the next instruction cannot be written with this answer: {exc}")
+        if not problems and record is not None and review is None and _below(record, self.min_confidence):
+            raise ReviewNeeded(
+                f"This step's justification has {record.justification.confidence} confidence, below "
+                f"the server's minimum ({self.min_confidence}): the user must approve it.",
+                fix="The server asks the user; without elicitation, ask the user yourself and submit "
+                "the confidence you honestly hold then.",
+                details={
+                    "operation": record.operation,
+                    "decision": record.prompt_args,
+                    "step": current.id,
+                },
+            )
+        if record is not None and review is not None:
+            record = record.model_copy(update={"review": review})
+        if problems:
+            raise AnswerInvalid(
+                f"The answer to step {current.id!r} was not accepted: " + "; ".join(problems),
+                fix=f"Nothing was saved; the step stands. Correct every listed problem and submit again "
+                f"({self._next_action(state_id, current, answer_kind=current.answer_kind)}).",
+                details={"errors": problems, "step": current.id},
+            )
+        state.updated = time.time()
+        state.expires = state.updated + self.states.ttl
+        self.states.save(state_id, state, principal)
+        if record is not None:
+            # The same decision justified meanwhile: the later call is a hit either way.
+            with contextlib.suppress(RecordExists):
+                self.gate.store.put(record)
         return progress
 
     def _justified(
@@ -220,6 +249,7 @@ class Engine:
         facts: Mapping[str, Any] | None,
         check_problem: str | None,
         problems: list[str],
+        budget: Budget,
     ) -> Record | None:
         """The record the gate would store for this answer, or None with ``problems`` filled in."""
         from llmc_mcp.operations import get_operation
@@ -228,7 +258,7 @@ class Engine:
         assert requirement is not None
         op = get_operation(requirement.operation)
         try:
-            raw = _requirement_args(step, values, answer)
+            raw = _requirement_args(step, values, answer, budget)
             args = op.validate(raw)
         except (TemplateError, LlmcError) as exc:
             problems.extend(_justification_errors(answer))
@@ -261,7 +291,9 @@ class Engine:
             justification=valid,
         )
 
-    def _progress(self, workflow: Workflow, state_id: str, state: WorkflowState) -> WorkflowProgress:
+    def _progress(
+        self, workflow: Workflow, state_id: str, state: WorkflowState, budget: Budget
+    ) -> WorkflowProgress:
         common = {"workflow": workflow.name, "state_id": state_id, "total_steps": len(workflow.steps)}
         if state.complete or state.step is None:
             return WorkflowProgress(
@@ -270,7 +302,7 @@ class Engine:
             )  # fmt: skip
         step = workflow.step(state.step)
         values = _values(state, step)
-        instruction = render(step.instruction, values)
+        instruction = render(step.instruction, values, budget)
         if step.requires is not None:
             instruction += (
                 f"\n\nAnswer with a justification ({step.requires.domain}): {JUSTIFICATION_SHAPE}; "
@@ -298,6 +330,18 @@ class Engine:
             tool="workflow_submit",
             arguments={"state_id": state_id, "step": step.id, "answer": f"<{_ANSWER_WORDS[answer_kind]}>"},
         )
+
+
+def _shown(workflow: Workflow, progress: Callable[[], WorkflowProgress]) -> WorkflowProgress:
+    """``progress()``, a step that cannot be written (it loops over too much) refused with the reason."""
+    try:
+        return progress()
+    except TemplateError as exc:
+        raise Refused(
+            f"The current step of {workflow.name} cannot be written: {exc}.",
+            fix="The workflow's definition is at fault, not your call: tell the user which step it is; "
+            "start another workflow meanwhile.",
+        ) from None
 
 
 def _find(catalog: Catalog, name: object) -> Workflow:
@@ -346,10 +390,10 @@ def _items(state: WorkflowState, step: Step) -> list[Any] | None:
     return items if isinstance(items, list) else None
 
 
-def _requirement_args(step: Step, values: dict[str, Any], answer: Any) -> dict[str, Any]:
+def _requirement_args(step: Step, values: dict[str, Any], answer: Any, budget: Budget) -> dict[str, Any]:
     assert step.requires is not None
     scope = {**values, "answer": answer}
-    return {name: render_value(value, scope) for name, value in step.requires.args.items()}
+    return {name: render_value(value, scope, budget) for name, value in step.requires.args.items()}
 
 
 def _enter(state: WorkflowState, step: Step) -> list[str]:
@@ -367,7 +411,7 @@ def _enter(state: WorkflowState, step: Step) -> list[str]:
     return []
 
 
-def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any) -> list[str]:
+def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any, budget: Budget) -> list[str]:
     """Keep ``answer`` in ``state`` and move on; problems (state then unusable) if it cannot go on."""
     items = _items(state, step)
     if items is not None:
@@ -381,20 +425,20 @@ def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any) 
     if step.complete:
         state.complete, state.step, state.item, state.answers = True, None, 0, []
         return []
-    target = _choose(workflow, step, {**state.inputs, **state.saved})
+    target = _choose(workflow, step, {**state.inputs, **state.saved}, budget)
     if isinstance(target, list):
         return target
     return _enter(state, workflow.step(target))
 
 
-def _choose(workflow: Workflow, step: Step, values: dict[str, Any]) -> str | list[str]:
+def _choose(workflow: Workflow, step: Step, values: dict[str, Any], budget: Budget) -> str | list[str]:
     if not isinstance(step.next, list):
         return successors(workflow, step)[0]
     for branch in step.next:
         if branch.if_ is None:
             return branch.goto
         try:
-            rendered = render(branch.if_.value, values)
+            rendered = render(branch.if_.value, values, budget)
         except TemplateError as exc:
             return [f"the next step cannot be chosen: {exc}"]
         if branch.if_.holds(rendered):
@@ -403,10 +447,10 @@ def _choose(workflow: Workflow, step: Step, values: dict[str, Any]) -> str | lis
 
 
 def _answer_problems(kind: str, answer: Any) -> list[str]:
-    try:
-        size = len(json.dumps(answer, ensure_ascii=False))
-    except (TypeError, ValueError, RecursionError):
-        return ["answer: not JSON data (text, numbers, lists and objects only)"]
+    shape = _data_problem(answer, "answer")
+    if shape is not None:
+        return [shape]
+    size = len(json.dumps(answer, ensure_ascii=False))
     if size > MAX_ANSWER_CHARS:
         return [f"answer: {size} characters serialized, the limit is {MAX_ANSWER_CHARS}; summarize"]
     if kind == "text" and (
@@ -426,6 +470,33 @@ def _answer_problems(kind: str, answer: Any) -> list[str]:
     if kind == "justification" and not isinstance(answer, dict):
         return [f"answer: must be a justification object {JUSTIFICATION_SHAPE}, got {_kind(answer)}"]
     return []
+
+
+def _data_problem(value: Any, where: str) -> str | None:
+    """Why ``value`` is not data a client may have kept in a state: anything but JSON data, nested over
+    :data:`MAX_ANSWER_DEPTH`, a number that is not finite, or text (keys too) that is too long or holds
+    a character no text may (controls, bidirectional formatting, lone surrogates, which cannot even be
+    written as UTF-8). Walked without recursion, stopping at the first problem."""
+    todo: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while todo:
+        item, at, depth = todo.pop()
+        if depth > MAX_ANSWER_DEPTH:
+            return f"{where}: nested more than {MAX_ANSWER_DEPTH} lists or objects deep"
+        if isinstance(item, str):
+            if (problem := text_problem(item, MAX_ANSWER_CHARS)) is not None:
+                return f"{at}: the text {problem}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{at}: {item} is not a finite number"
+        elif isinstance(item, list):
+            todo.extend((v, f"{at}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            for key, v in item.items():
+                if not isinstance(key, str) or text_problem(key, 200) is not None:
+                    return f"{at}: a key is not plain text of at most 200 characters"
+                todo.append((v, f"{at}.{key}", depth + 1))
+        elif item is not None and not isinstance(item, bool | int | float):
+            return f"{at}: not JSON data (text, numbers, lists and objects only)"
+    return None
 
 
 def _justification_errors(answer: Any) -> list[str]:
@@ -449,8 +520,8 @@ def _check_inputs(workflow: Workflow, inputs: Mapping[str, Any]) -> dict[str, st
     for name, value in inputs.items():
         if name in declared and not (isinstance(value, str) and value.strip()):
             problems.append(f"{name}: must be non-empty text, got {_kind(value)}")
-        elif name in declared and len(value) > MAX_INPUT_CHARS:
-            problems.append(f"{name}: {len(value)} characters, at most {MAX_INPUT_CHARS}")
+        elif name in declared and (problem := text_problem(value, MAX_INPUT_CHARS)) is not None:
+            problems.append(f"{name}: the text {problem}")
     if problems:
         wanted = ", ".join(f"{s.name} ({s.description})" for s in workflow.inputs) or "none"
         raise InvalidArgument(
@@ -499,11 +570,15 @@ def _kind(value: Any) -> str:
 
 def local_engine(workspace: Workspace, face: Face, ttl_seconds: float = 7 * 24 * 3600.0) -> Engine:
     """An engine with this workspace's own gate (store and prompts), for work done in-process."""
+    from llmc_mcp.outputs import OutputLedger
     from llmc_mcp.reflection.prompts import PromptLibrary
     from llmc_mcp.reflection.store import JustificationStore
 
-    gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
-    return Engine(workspace, gate, face=face, ttl_seconds=ttl_seconds)
+    store = JustificationStore(workspace.preflight_dir)
+    gate = Gate(store, PromptLibrary.default(), next_action="")
+    return Engine(
+        workspace, gate, face=face, ttl_seconds=ttl_seconds, outputs=OutputLedger(workspace, signer=store)
+    )
 
 
 class ReviewNeeded(LlmcError):
