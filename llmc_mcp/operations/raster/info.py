@@ -1,7 +1,9 @@
 """``raster.info``: what a raster file is, from its header alone.
 
-:func:`describe` is also what ``raster.reproject`` and ``raster.convert`` return for the file they
-wrote, so every face sees one shape of raster description.
+:func:`describe` is what ``raster.reproject``, ``raster.convert`` and the other operations that write
+a raster return for it: the fields ``raster.info`` gives a file with one georeferencing, so every
+face sees one shape of raster description. ``raster.info`` alone meets files whose sidecar overrides
+their georeferencing, and reports both readings (DD-MCP-046, DD-MCP-071).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def info(
             assert found.file_transform is not None
             file_reading = _reading(found.file_transform, found.file_crs, ds.width, ds.height, include_wkt)
             sidecar_reading = top
-            top = {"file": file_reading, "sidecar": sidecar_reading}.get(georeferencing or "")
+            top = {"file": file_reading, "sidecar": sidecar_reading, None: None}[georeferencing]
             conflict = _georeferencing_conflict(ctx, found, georeferencing)
         grid = {"crs": None, "transform": None, "bounds": None, "res": None} if top is None else dict(top)
         return RasterFileInfo(
