@@ -93,7 +93,8 @@ def start(
     default, the server's workflow TTL).
 
     Errors (ApiError, by e.type): not_found for an unknown workflow; invalid_argument naming every
-    missing or unknown input.
+    missing or unknown input; quota_exceeded when this session's or the workspace's runs (with their
+    outputs) reach a quota; refused when the workflow's own definition cannot write its step.
     """
     assert ctx.workflows is not None
     return WorkflowProgress.model_validate(ctx.workflows.request("start", {"name": name, "inputs": inputs}))
@@ -119,7 +120,8 @@ def submit(
 
     Errors (ApiError, by e.type): answer_invalid listing every problem (nothing saved, the step
     stands); invalid_argument for a finished workflow or an answer to another step (out of order);
-    not_found for an unknown or expired state_id.
+    not_found for an unknown or expired state_id; quota_exceeded when the run's state would pass a
+    quota; busy when the states stay locked by another call (try again).
     """
     assert ctx.workflows is not None
     params: dict[str, Any] = {"state_id": state_id, "answer": answer, "step": step}
