@@ -312,11 +312,14 @@ def test_a_decision_on_one_datum_needs_no_pipeline():
     assert problems({**RECORD, "crs_decisions": decision}) == []
 
 
-def test_provenance_validate_rejects_the_parent_shaped_record(workspace_dir: Path, capsys: Any):
+def test_provenance_validate_rejects_the_parent_shaped_record(
+    workspace_dir: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+):
     """Guards against the command line's check differing from the writer's: it must flag the record.
 
     (Not named *.provenance.json: the suite's own sweep would flag it too, rightly.)"""
     path = workspace_dir / "parent_record.json"
     path.write_text(json.dumps({**RECORD, "crs_decisions": PARENT_RECORD_DECISION}), encoding="utf-8")
-    assert main(["provenance", "validate", str(path), "--workspace", str(workspace_dir)]) == 1
+    monkeypatch.chdir(workspace_dir)
+    assert main(["provenance", "validate", str(path)]) == 1
     assert "different datums" in capsys.readouterr().out

@@ -109,8 +109,8 @@ async def test_a_justified_reprojection_records_the_crs_decision_with_its_reason
 ) -> None:
     """Guards against a record that names the target CRS and loses why it was chosen.
 
-    The reason is the gate's justification; the transformation is the one PROJ uses between the
-    two CRSs (same datum here: WGS 84 UTM to WGS 84, so not a ballpark).
+    The reason is the gate's justification; the transformation is the one the warp applied between
+    the two CRSs (same datum here: WGS 84 UTM to WGS 84, so not a ballpark).
     """
     await reproject_justified(client, REPROJECT)
     record = record_of(workspace_dir / "rgb_4326.tif")

@@ -125,6 +125,11 @@ def reproject(
     size rounded to whole pixels; with width/height the pixels may be non-square. Without bounds, a
     resolution keeps the suggested top-left corner and rounds the size up to cover the footprint.
 
+    The coordinate operation is the one crs.transform would choose for the raster's points: the most
+    accurate whose area of use covers them, chained through the datum's Greenwich-meridian twin when
+    PROJ offers none directly, a ballpark only where nothing else exists; GDAL is made to apply it, and
+    the provenance record names its pipeline, accuracy and ballpark flag.
+
     Areas outside the source footprint are never silent zeros. Rule: the output nodata is
     ``dst_nodata``, else the source nodata (``src_nodata`` or the file's), else NaN for float
     data. An integer source without nodata gets no nodata value: a source alpha band carries
