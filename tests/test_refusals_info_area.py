@@ -8,7 +8,7 @@ raster's.
 
 The area fixtures are worked on paper: UTM is conformal with scale k0 = 0.9996 on its central meridian
 (easting 500000), so a 10 m grid cell there covers 100 / k0² = 100.080 m² of ellipsoid, and a 20 x 20
-raster 40,000 / k0² = 40,032.03 m², against the 40,000 m² of its plane.
+raster 40,000 / k0² = 40,032.02 m², against the 40,000 m² of its plane.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def test_a_utm_grid_reports_its_ground_area_beside_its_planar_area(
 ) -> None:
     """Guards against one figure standing for both: the ground area is measured independently, as the
     geodesic area on WGS 84 of the raster's outline through every cell corner, and on paper as
-    40,000 / k0² = 40,032.03 m² (UTM's areal scale on its central meridian is k0²); the planar area
+    40,000 / k0² = 40,032.02 m² (UTM's areal scale on its central meridian is k0²); the planar area
     beside it is the grid's 40,000 m²."""
     twenty(workspace_dir / "utm.tif")
     result = call(AREA, ctx, path="utm.tif")
