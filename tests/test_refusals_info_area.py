@@ -217,7 +217,7 @@ def test_planar_area_in_us_survey_feet_is_converted_to_square_metres(
     ctx: OperationContext, workspace_dir: Path
 ) -> None:
     """Guards against square feet reported as square metres (10.76 times too much): 400 cells of
-    100 ft x 100 ft in EPSG:2263 are 4,000,000 ft² = 4e6 x (1200/3937)² = 371,612.2 m²."""
+    100 ft x 100 ft in EPSG:2263 are 4,000,000 ft² = 4e6 x (1200/3937)² = 371,613.6 m²."""
     twenty(
         workspace_dir / "ny.tif", transform=Affine(100.0, 0, 980_000.0, 0, -100.0, 200_000.0), crs="EPSG:2263"
     )
