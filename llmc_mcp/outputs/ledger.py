@@ -10,7 +10,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,6 +98,9 @@ class OutputLedger:
         self._ledger = self.dir / "ledger.json"
         self._lock = threading.RLock()
         self._pending: dict[str, dict[str, Any]] = {}
+        self.charged: list[Callable[[str], tuple[int, int]]] = []
+        """Other files the server writes for sessions, charged to the same byte quotas (workflow states):
+        each gives the bytes of one account's files and of everyone's."""
 
     # -------------------------------------------------------------------------------------- writing
 
@@ -111,14 +114,19 @@ class OutputLedger:
             self._check_not_original(path, records)
             now = _Standing.of(records, account, rel)
             self._check_files(now.session.files + now.new_to_session, now.workspace.files + now.new_file, rel)
+            mine, everyone = self._charged(account)
             limits = [
                 (
-                    self.quota.session_bytes - now.session.bytes + now.freed_in_session,
-                    self._session_bytes_text(now.session),
+                    self.quota.session_bytes - now.session.bytes - mine + now.freed_in_session,
+                    self._session_bytes_text(now.session, mine),
                 ),
                 (
-                    self.quota.workspace_bytes - now.workspace.bytes - self._in_flight_bytes() + now.freed,
-                    self._workspace_bytes_text(now.workspace),
+                    self.quota.workspace_bytes
+                    - now.workspace.bytes
+                    - everyone
+                    - self._in_flight_bytes()
+                    + now.freed,
+                    self._workspace_bytes_text(now.workspace, everyone),
                 ),
                 (self._disk_free() - self.quota.reserve_bytes, self._reserve_text()),
             ]
@@ -172,11 +180,12 @@ class OutputLedger:
                 size = sum(p.stat().st_size for p in family(tmp))
                 records = self._load()
                 now = _Standing.of(records, account, entry["dst"])
-                if now.session.bytes - now.freed_in_session + size > self.quota.session_bytes:
-                    bound, fix = self._session_bytes_text(now.session)
+                mine, everyone = self._charged(account)
+                if now.session.bytes + mine - now.freed_in_session + size > self.quota.session_bytes:
+                    bound, fix = self._session_bytes_text(now.session, mine)
                     raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
-                if now.workspace.bytes - now.freed + size > self.quota.workspace_bytes:
-                    bound, fix = self._workspace_bytes_text(now.workspace)
+                if now.workspace.bytes + everyone - now.freed + size > self.quota.workspace_bytes:
+                    bound, fix = self._workspace_bytes_text(now.workspace, everyone)
                     raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
                 _move_into_place(tmp, dst)
             except BaseException:
@@ -508,18 +517,28 @@ class OutputLedger:
                 "user to raise --quota-workspace-files.",
             )
 
-    def _session_bytes_text(self, use: _Usage) -> tuple[str, str]:
+    def _charged(self, account: str) -> tuple[int, int]:
+        """The bytes of :attr:`charged` files: ``account``'s, and everyone's."""
+        mine = everyone = 0
+        for usage in self.charged:
+            of_account, of_all = usage(account)
+            mine, everyone = mine + of_account, everyone + of_all
+        return mine, everyone
+
+    def _session_bytes_text(self, use: _Usage, charged: int = 0) -> tuple[str, str]:
         return (
             f"this session's output quota is {_size(self.quota.session_bytes)} (--quota-session-mb "
-            f"{self.quota.session_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
+            f"{self.quota.session_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files"
+            + _charged_text(charged),
             f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
             "outputs instead of writing new names, or ask the user to raise --quota-session-mb.",
         )
 
-    def _workspace_bytes_text(self, use: _Usage) -> tuple[str, str]:
+    def _workspace_bytes_text(self, use: _Usage, charged: int = 0) -> tuple[str, str]:
         return (
             f"the workspace's output quota is {_size(self.quota.workspace_bytes)} (--quota-workspace-mb "
-            f"{self.quota.workspace_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files",
+            f"{self.quota.workspace_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files"
+            + _charged_text(charged),
             f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
             "outputs instead of writing new names, or ask the user to raise --quota-workspace-mb.",
         )
@@ -613,6 +632,10 @@ def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
 def _account(session: str) -> str:
     """Whose quota a write counts against: its session, or every stateless caller alike."""
     return principal(session) or session
+
+
+def _charged_text(charged: int) -> str:
+    return f" and {_size(charged)} by workflow states" if charged else ""
 
 
 def _usage(records: Iterable[OutputRecord]) -> _Usage:

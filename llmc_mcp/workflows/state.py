@@ -124,6 +124,8 @@ class StateStore:
         self.ttl = ttl_seconds
         self.outputs = outputs
         self.quota = quota or (outputs.quota if outputs is not None else Quota())
+        if outputs is not None:
+            outputs.charged.append(self.charge)
         workspace = folder.parent.parent
         self.revisions = key_path(workspace).with_name(key_path(workspace).stem + ".workflow-revisions.json")
         """The highest revision written of each run (by file name), in the private state folder."""
@@ -238,6 +240,12 @@ class StateStore:
                         removed += 1
             self._write_revisions(self._revisions())
         return removed
+
+    def charge(self, account: str) -> tuple[int, int]:
+        """The bytes of ``account``'s states and of all states: what the output ledger adds to the
+        outputs when it checks a write against the quotas."""
+        mine, every = self._usage(_tag(account))
+        return mine.bytes, every.bytes
 
     # ------------------------------------------------------------------------------------ internals
 

@@ -212,6 +212,22 @@ def test_workflow_states_are_charged_to_the_session_quota(workspace: Workspace) 
     assert caught.value.kind == "quota_exceeded"
 
 
+def test_a_sessions_workflow_states_leave_its_outputs_less_of_the_quota(workspace: Workspace) -> None:
+    """Guards against states and outputs each filling a quota of their own (twice the bytes allowed):
+    the grant of an output is the session's quota less its outputs and its workflow states."""
+    quota = Quota(session_bytes=40_000)
+    engine = engine_for(workspace, quota)
+    for _ in range(3):
+        engine.start("chain_of_thought", {"problem": "p" * 3000}, ALICE)
+    states = sum(p.stat().st_size for p in engine.states.folder.glob("*.json"))
+    outputs = engine.states.outputs
+    assert outputs is not None
+    grant = outputs.begin("http-alice", "out.tif")
+    outputs.abort("http-alice", grant.token)
+    assert grant.max_bytes == quota.session_bytes - states
+    assert "workflow states" in grant.bound
+
+
 def test_every_new_http_session_shares_the_workspace_quota(workspace: Workspace) -> None:
     """Guards against the per-principal bound as the only one: every HTTP session is a new principal,
     so a client opening sessions in a loop met no limit at all; the workspace's quota holds."""
