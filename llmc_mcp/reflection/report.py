@@ -9,12 +9,14 @@ joins a file's bytes to the justifications that let it be written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmc_mcp.reflection.schema import UNSAFE_CHAR
 from llmc_mcp.reflection.store import Record
 from llmc_mcp.workspace import Workspace
 
@@ -94,32 +96,79 @@ def decisions(
 
 
 def to_markdown(entries: list[DecisionEntry], workspace: Workspace) -> str:
-    """A report a reviewer reads without the session: each decision, why, and what it produced."""
+    """A report a reviewer reads without the session: each decision, why, and what it produced.
+
+    Every value is text someone sent (an agent, the host's model, a client's review, a file's name)
+    and is rendered on one line by :func:`markdown_text` (Markdown characters escaped) or
+    :func:`markdown_code`, so no justification can add a heading, a list item or an "Approved by the
+    user" line to the report.
+    """
+    md = markdown_text
     lines = [
-        f"# Decisions behind the outputs of {workspace.root}",
+        f"# Decisions behind the outputs of {md(str(workspace.root))}",
         "",
         f"{len(entries)} decision(s); generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
     ]
     for entry in entries:
         lines += [
             "",
-            f"## {entry.domain}: {entry.choice} ({entry.operation})",
+            f"## {entry.domain}: {md(entry.choice)} ({md(entry.operation)})",
             "",
-            f"- **Decision:** `{_args(entry.decision)}`; key `{entry.hash}`",
-            f"- **Justified:** {entry.created_at}, confidence {entry.confidence}, by "
-            f"{entry.answered_by or 'the agent'}",
-            f"- **Intent:** {entry.intent}",
-            f"- **Rationale:** {entry.rationale}",
-            f"- **Trade-offs:** {entry.tradeoffs}",
+            f"- **Decision:** {markdown_code(_args(entry.decision))}; key `{_key(entry.hash)}`",
+            f"- **Justified:** {md(entry.created_at)}, confidence {md(entry.confidence)}, by "
+            f"{md(entry.answered_by or 'the agent')}",
+            f"- **Intent:** {md(entry.intent)}",
+            f"- **Rationale:** {md(entry.rationale)}",
+            f"- **Trade-offs:** {md(entry.tradeoffs)}",
         ]
-        lines += [f"- **Rejected {a['method']}:** {a['why_not']}" for a in entry.alternatives]
+        lines += [f"- **Rejected {md(a['method'])}:** {md(a['why_not'])}" for a in entry.alternatives]
         if entry.review is not None:
             lines.append(
-                f"- **Approved by the user:** {entry.review.get('at')} {entry.review.get('comment') or ''}"
+                f"- **Approved by the user:** {md(str(entry.review.get('at')))} "
+                f"{md(str(entry.review.get('comment') or ''))}"
             )
-        outputs = ", ".join(f"`{o}`" for o in entry.outputs) or "none in the workspace now"
+        outputs = ", ".join(markdown_code(o) for o in entry.outputs) or "none in the workspace now"
         lines.append(f"- **Outputs:** {outputs}")
     return "\n".join(lines) + "\n"
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]<>&|~!#])")
+"""What can open structure inside one line: emphasis, code, links and images, HTML and entities,
+table cells, strikethrough, and the closing ``#`` run of a heading. Line-start markers (``-``, ``1.``,
+``>``) cannot occur: every text follows a label on its line."""
+_LINE_BREAK = re.compile(r"\r\n|[\r\n\t\v\f]")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as inline Markdown that renders as exactly these characters, on one line.
+
+    Every character that could open structure within a line is backslash-escaped (CommonMark escapes
+    any ASCII punctuation), and the result is :func:`one_line`.
+    """
+    return one_line(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text))
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as one inline code span: fenced by more backticks than any run inside it (CommonMark)."""
+    line = one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line[:1] in ("`", " ") or line[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks shown as ``⏎``, characters text may not hold by code point.
+
+    For every place a stored text is shown to a person among lines of the server's own (a review
+    form, a report), so that the text cannot pose as one of those lines.
+    """
+    folded = _LINE_BREAK.sub(" ⏎ ", text)
+    return UNSAFE_CHAR.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", folded)
+
+
+def _key(key: str) -> str:
+    """A record's key for a code span; keys are checked ``sha256:<hex>`` when read, so this changes none."""
+    return re.sub(r"[^0-9a-z:]", "", key)
 
 
 def _args(decision: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ Ask = Callable[[str, str], Awaitable[tuple[str, str]]]
 class NotAsked(Exception):
     """Raised by an :data:`Ask` that will not put the question to this client; the message says why."""
 
+
 MAX_ANSWER_CHARS = 20_000
 MAX_MODEL_CHARS = 200
 """A model name the record keeps (``answered_by``): real ones are a few dozen characters. The client

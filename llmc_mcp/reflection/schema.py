@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llmc_mcp.errors import JustificationInvalid
 from llmc_mcp.reflection.specs import Decision, normalize_subject
@@ -20,20 +20,54 @@ from llmc_mcp.reflection.specs import Decision, normalize_subject
 MAX_JUSTIFICATION_CHARS = 16_000
 """Serialized size cap: long enough for real reasoning, short enough to keep records cheap."""
 
+UNSAFE_CHAR = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ud800-\udfff]"
+)
+"""Characters no reasoning needs and that make stored text lie or break: control characters but tab
+and line breaks (terminal escapes, NUL), zero-width and bidirectional formatting (text that reads
+differently than it is stored), Unicode line separators, and lone surrogates (not encodable: a record
+holding one cannot be written as UTF-8)."""
+
+
+def text_problem(value: object, limit: int) -> str | None:
+    """Why ``value`` is not text a client may store: too long, or holding an :data:`UNSAFE_CHAR`."""
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not text"
+    if len(value) > limit:
+        return f"is {len(value)} characters long; the limit is {limit}"
+    if (bad := UNSAFE_CHAR.search(value)) is not None:
+        code = ord(bad.group())
+        return f"contains the character U+{code:04X} at position {bad.start()}, which text may not hold"
+    return None
+
+
+def _plain(value: str) -> str:
+    if (problem := text_problem(value, len(value))) is not None:
+        raise ValueError(f"the text {problem}")
+    return value
+
+
+PlainText = Annotated[str, AfterValidator(_plain)]
+"""Text a client sent that is stored and shown to people: no control, formatting or unpaired characters."""
+
 
 class Alternative(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    method: str = Field(min_length=1, max_length=300, description="An option that was considered.")
-    why_not: str = Field(min_length=3, max_length=4000, description="Why it was rejected for this task.")
+    method: PlainText = Field(min_length=1, max_length=300, description="An option that was considered.")
+    why_not: PlainText = Field(
+        min_length=3, max_length=4000, description="Why it was rejected for this task."
+    )
 
 
 class Choice(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    method: str = Field(min_length=1, max_length=20_000, description="The value being justified.")
-    rationale: str = Field(min_length=3, max_length=4000, description="Why it fits what must be preserved.")
-    tradeoffs: str = Field(min_length=3, max_length=4000, description="What is knowingly given up.")
+    method: PlainText = Field(min_length=1, max_length=20_000, description="The value being justified.")
+    rationale: PlainText = Field(
+        min_length=3, max_length=4000, description="Why it fits what must be preserved."
+    )
+    tradeoffs: PlainText = Field(min_length=3, max_length=4000, description="What is knowingly given up.")
 
 
 class Justification(BaseModel):
@@ -41,7 +75,7 @@ class Justification(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    intent: str = Field(
+    intent: PlainText = Field(
         min_length=3, max_length=4000, description="What the result is for and what must hold."
     )
     alternatives: list[Alternative] = Field(min_length=1, max_length=10)

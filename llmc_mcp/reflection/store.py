@@ -31,10 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from llmc_mcp.errors import InvalidArgument, RecordExists, StoreError
-from llmc_mcp.reflection.schema import Justification
+from llmc_mcp.reflection.schema import Justification, PlainText, text_problem
 from llmc_mcp.reflection.specs import DOMAINS
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,13 @@ STATE_DIR_ENV = "LLMC_MCP_STATE_DIR"
 LEGACY_KEY_NAME = "secret.key"
 """Where the key used to be, in ``<workspace>/.preflight/``; moved out on first use."""
 _RECORD_VERSION = 1
+MAX_RECORD_BYTES = 128 * 1024
+"""Largest record file written or read. A justification is at most 16,000 characters and a decision's
+arguments a CRS definition (EPSG's longest WKT is ~10 k characters), so real records stay far below;
+the bound keeps every record, and the provenance records that copy up to three of them, readable
+within their own limits (1 MiB) whatever a client sent."""
+MAX_ANSWERED_BY_CHARS = 256
+MAX_REVIEW_CHARS = 2000
 
 
 class Record(BaseModel):
@@ -58,12 +65,26 @@ class Record(BaseModel):
     prompt_hash: str
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     justification: Justification
-    answered_by: str | None = None
+    answered_by: PlainText | None = Field(None, max_length=MAX_ANSWERED_BY_CHARS)
     """Who wrote the justification when it was not the agent: ``sampling: <model>`` for one the host's
     model gave when the server asked it (:mod:`llmc_mcp.reflection.sampling`)."""
     review: dict[str, Any] | None = None
     """A person's review of a low-confidence justification: ``{"action": "accept", ...}``."""
     digest: str = ""
+
+    @field_validator("review")
+    @classmethod
+    def _bounded_review(cls, review: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A review holds what a person (through their client) typed: bounded like every client text."""
+        if review is None:
+            return None
+        size = len(json.dumps(review, ensure_ascii=False, default=str))
+        if size > MAX_REVIEW_CHARS:
+            raise ValueError(f"the review is {size} characters serialized; the limit is {MAX_REVIEW_CHARS}")
+        for name, value in review.items():
+            if isinstance(value, str) and (problem := text_problem(value, MAX_REVIEW_CHARS)) is not None:
+                raise ValueError(f"review.{name} {problem}")
+        return review
 
     def payload(self) -> bytes:
         """The canonical bytes the digest covers: stable JSON of every field but the digest.
@@ -114,7 +135,7 @@ class JustificationStore:
         """The verified record for ``key``, or None (missing, unreadable, forged or stale)."""
         path = self.path_for(domain, key)
         try:
-            raw = path.read_bytes()
+            raw = _read_bounded(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -134,6 +155,12 @@ class JustificationStore:
         signed = record.model_copy(update={"digest": self._sign(record)})
         path = self.path_for(signed.domain, signed.key)
         data = json.dumps(signed.model_dump(mode="json"), indent=1, ensure_ascii=False).encode()
+        if len(data) > MAX_RECORD_BYTES:
+            raise InvalidArgument(
+                f"The {signed.domain} record would take {len(data)} bytes; a record may take at most "
+                f"{MAX_RECORD_BYTES}, so that every record and the provenance that cites it stays readable.",
+                fix="Shorten the justification's text fields (reasoning, not data) and persist again.",
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             linked = _exclusive_write(path, data)
@@ -166,7 +193,7 @@ class JustificationStore:
                 if not KEY_PATTERN.match(key):
                     continue
                 with contextlib.suppress(OSError):
-                    record = self._verify(path.read_bytes(), domain, key, path)
+                    record = self._verify(_read_bounded(path), domain, key, path)
                     if record is not None:
                         yield record
 
@@ -182,6 +209,9 @@ class JustificationStore:
         return dropped
 
     def _verify(self, raw: bytes, domain: str, key: str, path: Path) -> Record | None:
+        if len(raw) > MAX_RECORD_BYTES:
+            log.warning("justification %s/%s is larger than any record; ignored", domain, path.name)
+            return None
         try:
             record = Record.model_validate_json(raw)
         except ValidationError as exc:
@@ -289,6 +319,12 @@ def _load_or_create_secret(path: Path, legacy: Path | None = None) -> bytes:
         except OSError as exc:  # the key works from its new place; the old copy is only a leak
             log.warning("the old store key in the workspace could not be deleted: %s", _os_reason(exc))
     return secret
+
+
+def _read_bounded(path: Path) -> bytes:
+    """A record file's bytes, reading at most one byte past :data:`MAX_RECORD_BYTES` (then it is none)."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_RECORD_BYTES + 1)
 
 
 def _exclusive_write(path: Path, data: bytes) -> bool:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field
 
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.reflection.gate import Gate, Hint, PersistResult
-from llmc_mcp.reflection.schema import Justification
+from llmc_mcp.reflection.report import one_line
+from llmc_mcp.reflection.schema import Justification, PlainText
 from llmc_mcp.sandbox.pool import paused_wall_clock
 from llmc_mcp.server.requests import can_elicit, has_back_channel
 
@@ -30,7 +31,7 @@ class ReviewForm(BaseModel):
     """What the user answers."""
 
     approve: bool = Field(description="Approve this decision and let the operation run.")
-    comment: str = Field("", description="A note kept with the decision (optional).", max_length=500)
+    comment: PlainText = Field("", description="A note kept with the decision (optional).", max_length=500)
 
 
 class ReviewRequired(LlmcError):
@@ -82,15 +83,20 @@ def _message(hint: Hint, justification: Justification, minimum: Confidence) -> s
 def review_message(
     operation: str, decision_args: dict[str, Any], justification: Justification, minimum: str
 ) -> str:
-    """What the user is shown: the operation, the decision and the whole reasoning."""
+    """What the user is shown: the operation, the decision and the whole reasoning.
+
+    Each text the agent wrote is shown on its own line (:func:`one_line`), so none can pose as a
+    line of the server's, such as the question itself.
+    """
     decision = ", ".join(f"{k}={v}" for k, v in decision_args.items())
     rejected = "; ".join(f"{a.method} ({a.why_not})" for a in justification.alternatives)
+    choice = justification.choice
     return (
-        f"An AI agent wants to run {operation} with {decision}. Its justification has "
+        f"An AI agent wants to run {operation} with {one_line(decision)}. Its justification has "
         f"{justification.confidence} confidence, below this server's minimum ({minimum}), so it needs "
-        f"your approval.\n\nIntent: {justification.intent}\nChoice: {justification.choice.method}: "
-        f"{justification.choice.rationale}\nTrade-offs: {justification.choice.tradeoffs}\n"
-        f"Rejected: {rejected}\n\nApprove this decision?"
+        f"your approval.\n\nIntent: {one_line(justification.intent)}\nChoice: {one_line(choice.method)}: "
+        f"{one_line(choice.rationale)}\nTrade-offs: {one_line(choice.tradeoffs)}\n"
+        f"Rejected: {one_line(rejected)}\n\nApprove this decision?"
     )
 
 
@@ -121,6 +127,14 @@ async def ask_person(ctx: Context | None, message: str, timeout: float) -> dict[
             raise ReviewDeclined(
                 f"Nobody answered the review within {timeout:g} s; nothing was stored.",
                 fix="Repeat the operation when the user can answer.",
+            ) from None
+        except ValueError:
+            # The client's content is not the form (a comment past 500 characters or holding control
+            # characters): bounded like every client text, and not an approval.
+            raise ReviewDeclined(
+                "The review the client returned is not the form asked for (the comment holds at most 500 "
+                "characters, without control characters); nothing was stored.",
+                fix="Repeat the operation and answer the review with a shorter, plain comment.",
             ) from None
     if action != "accept" or data is None or not data.approve:
         raise ReviewDeclined(

@@ -1,0 +1,257 @@
+"""What clients send into justification records is bounded, and no record can forge a report.
+
+Justification records are shared by every session of a workspace: a record one session's client
+wrote (an agent's justification, the host model's name, a person's review) is read by the next
+session that makes the same decision, copied into its outputs' provenance, and shown to reviewers.
+These specify, as an attacker would try it:
+
+- every client-sent text has a length and a character bound before it is stored (a neighbour's
+  3,000,000-character model name once made another session's provenance record unreadable);
+- every text field of a record is escaped in the Markdown export and the review form, so that a
+  justification cannot add decisions or "Approved by the user" lines to a report (the JSON export
+  and ``reflection.report()`` are JSON: each text is one string value, whatever it holds).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+from mcp import Client
+from mcp.types import CreateMessageResult, TextContent
+from pydantic import ValidationError
+
+from llmc_mcp.cli.main import main
+from llmc_mcp.config import Settings
+from llmc_mcp.errors import InvalidArgument, JustificationInvalid
+from llmc_mcp.reflection.gate import Gate
+from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.reflection.store import JustificationStore, Record
+from llmc_mcp.server.app import build_server
+from llmc_mcp.server.review import ReviewForm, review_message
+from llmc_mcp.workspace import Workspace
+from tests.mcp_helpers import JUSTIFICATION_TEMPLATE, justification_for, structured
+
+CODE = "raster.reproject('RGB.byte.tif', 'rgb_4326.tif', 'EPSG:4326', resampling='bilinear')['crs']['epsg']"
+
+HOSTILE = (
+    "Words.\n\n## resampling: cubic (raster.reproject)\n\n- **Approved by the user:** 2026-01-01 yes\n"
+    "* item\n1. item\n> quote\n<details>x</details> [a](http://e.invalid) `c` | t |\nApprove this decision?"
+)
+"""Newlines with the Markdown a forger needs: a decision heading, list items of every kind, an
+"Approved by the user" line, a quote, HTML, a link, code, emphasis, a table row, the review question."""
+BENIGN = "Plain words that say why this choice fits the data."
+
+
+class NamedModel:
+    """A host model that answers every question correctly, under a model name of the client's choosing."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    async def __call__(self, ctx: Any, params: Any) -> CreateMessageResult:
+        text = params.messages[0].content.text
+        subject = re.search(r'Set choice.method to "(.+?)" exactly', text).group(1)
+        answer = json.dumps(justification_for({"prompt_args": {"x": subject}}))
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text=answer), model=self.name
+        )
+
+
+def stored(workspace_dir: Path) -> list[Record]:
+    return list(JustificationStore(Workspace(workspace_dir).preflight_dir).records())
+
+
+# ------------------------------------------------------------------------ §3: bounds on client text
+
+
+@pytest.mark.anyio
+async def test_a_model_name_past_its_bound_is_not_stored_and_the_hint_says_why(
+    code_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against a client's 3,000,000-character model name stored in a shared record (and from there
+    copied into every output that relies on the decision)."""
+    model = NamedModel("m" * 3_000_000)
+    async with Client(build_server(code_settings), mode="legacy", sampling_callback=model) as client:
+        result = structured(await client.call_tool("execute_code", {"code": CODE}))
+    assert result["error"]["type"] == "reflection_required", result["error"]
+    fallbacks = [h["fallback"] for h in result["reflection_required"]]
+    assert len(fallbacks) == 2
+    assert all("3000000 characters long; the limit is 200" in f for f in fallbacks), fallbacks
+    assert stored(workspace_dir) == []
+
+
+@pytest.mark.anyio
+async def test_a_neighbours_model_name_cannot_make_another_sessions_provenance_unreadable(
+    code_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against a decision one session's client answered with a huge model name making a second
+    session's output carry a 6 MB provenance record that ``provenance://`` refuses to serve."""
+    server = build_server(code_settings)
+    async with Client(server, mode="legacy", sampling_callback=NamedModel("m" * 3_000_000)) as neighbour:
+        await neighbour.call_tool("execute_code", {"code": CODE})
+    async with Client(server, mode="legacy", sampling_callback=NamedModel("host-model-1")) as victim:
+        result = structured(await victim.call_tool("execute_code", {"code": CODE}))
+        assert result["ok"], result
+        (content,) = (await victim.read_resource("provenance://rgb_4326.tif")).contents
+    record = json.loads(content.text)
+    assert {j["answered_by"] for j in record["x-llmc:justifications"]} == {"sampling: host-model-1"}
+
+
+@pytest.mark.parametrize(
+    "character",
+    ["\u202e", "\x1b", "\x00", "\u2028"],
+    ids=["bidi-override", "escape", "nul", "line-separator"],
+)
+def test_a_justification_holding_a_character_text_may_not_hold_is_a_field_error(
+    workspace_dir: Path, character: str
+) -> None:
+    """Guards against stored text that reads differently than it is stored (bidirectional overrides,
+    terminal escapes, NUL, line separators): shown in reports and review forms, it would lie."""
+    from llmc_mcp.operations import get_operation
+
+    workspace = Workspace(workspace_dir)
+    gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
+    op = get_operation("raster.reproject")
+    args = op.validate({"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": "EPSG:4326"})
+    hint = next(h for h in gate.check(op, args, session="s") if h.domain == "crs_datum")
+    answer = justification_for(hint.model_dump())
+    answer["intent"] = f"Keep the web map aligned {character} with the basemap tiles."
+    with pytest.raises(JustificationInvalid) as refused:
+        gate.persist(hint.hash, hint.domain, answer, session="s")
+    assert refused.value.details["errors"][0].startswith("intent:")
+    assert stored(workspace_dir) == []
+
+
+def test_a_review_comment_is_bounded_in_length_and_characters() -> None:
+    """Guards against a client's elicitation answer storing terminal escapes or megabytes in a record."""
+    assert ReviewForm.model_validate({"approve": True, "comment": "Checked with the team."}).approve
+    for comment in ("\x1b[2J cleared", "ok\u202egnp.exe", "x" * 501):
+        with pytest.raises(ValidationError):
+            ReviewForm.model_validate({"approve": True, "comment": comment})
+
+
+def test_a_record_past_the_size_bound_is_refused_before_it_is_written(workspace_dir: Path) -> None:
+    """Guards against a record too large for the provenance records that copy it (their limit is 1 MiB,
+    and an output's record may cite three decisions)."""
+    store = JustificationStore(Workspace(workspace_dir).preflight_dir)
+    record = _record("sha256:" + "1" * 64, prompt_args={"dst_crs": "x" * 200_000})
+    with pytest.raises(InvalidArgument, match="at most 131072"):
+        store.put(record)
+    assert stored(workspace_dir) == []
+    with pytest.raises(ValidationError, match="answered_by"):
+        _record("sha256:" + "2" * 64, answered_by="sampling: " + "m" * 3_000_000)
+
+
+# ---------------------------------------------------------------- §4: reports cannot be forged
+
+
+FIELDS = [
+    "intent",
+    "choice.method",
+    "choice.rationale",
+    "choice.tradeoffs",
+    "alternatives.method",
+    "alternatives.why_not",
+    "answered_by",
+    "review.comment",
+    "decision",
+]
+
+
+def _record(key: str, **fields: Any) -> Record:
+    data: dict[str, Any] = {
+        "key": key,
+        "domain": "resampling",
+        "operation": "raster.reproject",
+        "prompt": "justify_resampling_method",
+        "prompt_args": {"method": "bilinear"},
+        "prompt_hash": "sha256:" + "0" * 64,
+        "created_at": "2026-11-01T00:00:00+00:00",
+        "justification": json.loads(json.dumps(JUSTIFICATION_TEMPLATE)) | {"confidence": "low"},
+    }
+    data["justification"]["choice"]["method"] = "bilinear"
+    data.update(fields)
+    return Record.model_validate(data)
+
+
+def _with(field: str, text: str) -> dict[str, Any]:
+    """The record fields that put ``text`` into ``field`` (a reviewed record for review.comment)."""
+    justification = json.loads(json.dumps(JUSTIFICATION_TEMPLATE)) | {"confidence": "low"}
+    justification["choice"]["method"] = "bilinear"
+    fields: dict[str, Any] = {"justification": justification}
+    if field == "answered_by":
+        fields["answered_by"] = f"sampling: {text}"
+    elif field == "review.comment":
+        fields["review"] = {"action": "approved", "by": "user", "comment": text, "at": "2026-11-02"}
+    elif field == "decision":
+        fields["prompt_args"] = {"method": text}
+    elif field == "intent":
+        justification["intent"] = text
+    elif field.startswith("choice."):
+        justification["choice"][field.removeprefix("choice.")] = text
+    else:
+        justification["alternatives"][0][field.removeprefix("alternatives.")] = text
+    return fields
+
+
+def _export(workspace_dir: Path, capsys: pytest.CaptureFixture[str], field: str, text: str) -> str:
+    """The export of a workspace holding two decisions, the second with ``text`` in ``field``."""
+    store = JustificationStore(Workspace(workspace_dir).preflight_dir)
+    for path in store.records_dir.glob("*/*.json"):
+        path.unlink()
+    store.put(_record("sha256:" + "a" * 64))
+    store.put(_record("sha256:" + "b" * 64, **_with(field, text)))
+    assert main(["justifications", "--workspace", str(workspace_dir), "export"]) == 0
+    return capsys.readouterr().out
+
+
+def _structure(markdown: str) -> list[tuple[str, ...]]:
+    """The Markdown's block structure and the kinds of inline content, text runs merged."""
+    shape: list[tuple[str, ...]] = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        kinds: list[str] = []
+        for child in token.children or []:
+            if not (kinds and kinds[-1] == child.type == "text"):
+                kinds.append(child.type)
+        shape.append((token.type, token.tag, *kinds))
+    return shape
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_a_hostile_field_cannot_change_the_markdown_exports_structure(
+    workspace_dir: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    """Guards against a justification whose text adds headings, decisions or "Approved by the user"
+    lines to the report a reviewer reads (two unreviewed records once exported as four decisions, two
+    of them approved)."""
+    hostile = _export(workspace_dir, capsys, field, HOSTILE)
+    benign = _export(workspace_dir, capsys, field, BENIGN)
+    assert _structure(hostile) == _structure(benign)
+    headings = [line for line in hostile.splitlines() if line.startswith("## ")]
+    approvals = [line for line in hostile.splitlines() if line.startswith("- **Approved by the user:**")]
+    assert len(headings) == 2
+    assert len(approvals) == (1 if field == "review.comment" else 0)
+    rendered = MarkdownIt("commonmark").render(hostile)
+    assert "<details>" not in rendered and "<a href" not in rendered and "<blockquote>" not in rendered
+
+
+@pytest.mark.parametrize("field", ["intent", "choice.method", "choice.rationale", "choice.tradeoffs",
+                                   "alternatives.method", "alternatives.why_not", "decision"])  # fmt: skip
+def test_a_hostile_field_cannot_pose_as_a_line_of_the_review_form(field: str) -> None:
+    """Guards against a justification that shows the person asked to approve it a forged question or
+    a forged part of the decision: every agent text is one line of the form."""
+    benign_record = _record("sha256:" + "c" * 64, **_with(field, BENIGN))
+    hostile_record = _record("sha256:" + "c" * 64, **_with(field, HOSTILE))
+
+    def form(record: Record) -> list[str]:
+        return review_message(
+            record.operation, record.prompt_args, record.justification, "medium"
+        ).splitlines()
+
+    assert len(form(hostile_record)) == len(form(benign_record))
+    assert [line for line in form(hostile_record) if line.startswith("Approve")] == ["Approve this decision?"]
