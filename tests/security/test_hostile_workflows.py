@@ -18,18 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
+from llmc_mcp.config import Settings
 from llmc_mcp.errors import LlmcError, NotFound
 from llmc_mcp.outputs import OutputLedger, Quota
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
+from llmc_mcp.server.app import build_server
 from llmc_mcp.sessions import principal
 from llmc_mcp.workflows import engine as engine_module
 from llmc_mcp.workflows import state as state_module
 from llmc_mcp.workflows.engine import Engine
 from llmc_mcp.workflows.templates import TemplateError, render
 from llmc_mcp.workspace import Workspace
+from tests.mcp_helpers import structured
 
 ALICE = principal("http-alice")
 GUARD_SECONDS = 20
@@ -358,3 +362,37 @@ def test_an_input_with_a_control_character_is_refused(workspace: Workspace) -> N
     with pytest.raises(LlmcError, match=r"U\+001B") as caught:
         engine.start("chain_of_thought", {"problem": "p\x1b]0;owned\x07"}, ALICE)
     assert caught.value.kind == "invalid_argument"
+
+
+@pytest.mark.anyio
+async def test_the_server_lists_and_runs_workflows_beside_every_hostile_definition(
+    workspace: Workspace,
+) -> None:
+    """Guards against one planted file costing every session its workflows: through the server, a
+    file nested 5,000 deep, a billion-laughs file and six nested loops are listed as skipped, and a
+    built-in still starts and takes an answer."""
+    user_file(workspace, "deep.yaml", "name: x\nsteps: " + "[" * 5000 + "]" * 5000 + "\n")
+    user_file(workspace, "laughs.yaml", BILLION_LAUGHS)
+    nested = "".join(f"${{foreach x{i} in xs}}" for i in range(6)) + "${/foreach}" * 6
+    user_file(
+        workspace,
+        "loops.yaml",
+        "name: loops\ndescription: Nested loops.\nsteps:\n"
+        "  - {id: items, instruction: List., answer: any, save: xs}\n"
+        f"  - {{id: show, instruction: '{nested}', complete: true}}\n",
+    )
+    async with Client(build_server(Settings(mode="classic", workspace=workspace.root))) as client:
+        listed = structured(await client.call_tool("workflow_list", {}))
+        started = structured(
+            await client.call_tool(
+                "workflow_start", {"name": "chain_of_thought", "inputs": [{"name": "problem", "value": "p"}]}
+            )
+        )
+        answered = structured(
+            await client.call_tool(
+                "workflow_submit",
+                {"state_id": started["state_id"], "step": "decompose", "answer": ["a", "b"]},
+            )
+        )
+    assert sorted(p["file"] for p in listed["skipped"]) == ["deep.yaml", "laughs.yaml", "loops.yaml"]
+    assert answered["step"] == "analyse"
