@@ -22,6 +22,15 @@ server stops; then, in-process (``Settings(idle_ttl=3)``, served by uvicorn in t
 idle workers are reaped by the TTL with no call coming. Bounded: about 90 s, hard limit 170 s.
 
 Run: .venv/bin/python bench/load.py [--sessions 20] [--phase-seconds 25]
+
+``--lone`` measures something else: one session alone on a machine busy with ``--competitors``
+CPU-bound processes of nobody's (``python -c 'while True: pass'``), running ``terrain.slope`` of a
+``--dem-side``² float32 DEM (classic mode, in-process server, ``--lone-timeout`` as --exec-timeout):
+quiet, then under the load with the pool's priority policy, then under the load with the old policy
+(every call demoted to nice 19 after a second, whoever else runs). Wall time, the worker's CPU time
+and the outcome of each, ``--lone-runs`` runs each.
+
+Run: .venv/bin/python bench/load.py --lone [--dem-side 8192] [--competitors 2] [--lone-timeout 30]
 """
 
 from __future__ import annotations
@@ -483,6 +492,82 @@ async def run(args: argparse.Namespace) -> int:
     return 0 if not stats.unexpected and not stats.leaks else 1
 
 
+# ------------------------------------------------------------------------- a lone session under load
+
+
+def make_dem(folder: Path, side: int) -> None:
+    """A smooth ``side``² float32 DEM in UTM (10 m cells), written in strips."""
+    import numpy as np
+    import rasterio
+    from rasterio.transform import from_origin
+
+    profile = {"driver": "GTiff", "width": side, "height": side, "count": 1, "dtype": "float32",
+               "crs": "EPSG:32633", "transform": from_origin(500_000, 6_000_000, 10, 10), "tiled": True,
+               "blockxsize": 256, "blockysize": 256}  # fmt: skip
+    cols = np.arange(side, dtype="float32")
+    with rasterio.open(folder / "dem.tif", "w", **profile) as dst:
+        for top in range(0, side, 256):
+            rows = np.arange(top, min(top + 256, side), dtype="float32")[:, None]
+            window = ((top, top + len(rows)), (0, side))
+            dst.write((100 * np.sin(rows / 300) * np.cos(cols / 200))[None], window=window)
+
+
+def worker_cpu(pids: Sequence[int]) -> float:
+    return sum(sum(cpu_seconds(pid)) for pid in pids if alive(pid))
+
+
+async def slope_once(ws: Path, timeout: float, old_policy: bool, run: int) -> tuple[float, float, str]:
+    """(wall s, worker CPU s, outcome) of one terrain.slope call in a fresh in-process server."""
+    from llmc_mcp.config import Settings
+    from llmc_mcp.server.app import build_server
+
+    server = build_server(Settings(mode="classic", workspace=ws, exec_timeout=timeout))
+    pool: Any = server.pool  # type: ignore[attr-defined]
+    if old_policy:  # the parent's: demoted DEMOTE_AFTER into every call, whoever else runs
+        pool._give_way = lambda worker, call: worker.demote()
+    async with Client(server) as client:
+        await client.call_tool("crs_info", {"crs": "EPSG:4326"})  # the session's worker is up and warm
+        pids = list(pool.worker_pids().values())
+        cpu0, start = worker_cpu(pids), time.monotonic()
+        result = await client.call_tool("terrain_slope", {"dem": "dem.tif", "dst": f"slope-{run}.tif"})
+        wall, cpu = time.monotonic() - start, worker_cpu(pids) - cpu0
+        if not all(alive(pid) for pid in pids):
+            cpu = math.nan  # a worker stopped by the limit took its CPU count with it
+    data = result.structured_content or {}
+    outcome = "ok" if not result.is_error else str(data.get("type") or data.get("error", {}).get("type"))
+    return wall, cpu, outcome
+
+
+async def lone_under_load(args: argparse.Namespace) -> int:
+    ws = make_workspace()
+    make_dem(ws, args.dem_side)
+    rows: list[tuple[str, float, float, str]] = []
+    try:
+        for label, competitors, old in (
+            ("quiet machine", 0, False),
+            (f"{args.competitors} competing processes, priority policy now", args.competitors, False),
+            (f"{args.competitors} competing processes, old policy (nice 19 after 1 s)", args.competitors, True),  # noqa: E501
+        ):
+            hogs = [
+                subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+                for _ in range(competitors)
+            ]
+            try:
+                for run in range(args.lone_runs):
+                    rows.append((label, *await slope_once(ws, args.lone_timeout, old, run)))
+            finally:
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
+    finally:
+        shutil.rmtree(ws.parent, ignore_errors=True)
+    print(f"terrain.slope of a {args.dem_side}² float32 DEM, --exec-timeout {args.lone_timeout:g} s, "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
+    for label, wall, cpu, outcome in rows:
+        print(f"  {label:<62} wall {wall:6.2f} s  worker CPU {cpu:6.2f} s  {outcome}")
+    return 0
+
+
 def cpu_line(cpu: Sequence[float]) -> str:
     server, workers, client, machine = cpu
     others = max(0.0, machine - server - workers - client)
@@ -563,11 +648,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think", type=float, default=0.2, help="mean pause between a session's calls, s")
     parser.add_argument("--herd", action="store_true",
                         help="all sessions persist+retry at the same moment at each phase start")  # fmt: skip
+    parser.add_argument("--lone", action="store_true", help="one session under competing load instead")
+    parser.add_argument("--dem-side", type=int, default=8192, help="--lone: DEM side, cells")
+    parser.add_argument("--competitors", type=int, default=2, help="--lone: CPU-bound processes beside it")
+    parser.add_argument("--lone-timeout", type=float, default=30.0, help="--lone: --exec-timeout, s")
+    parser.add_argument("--lone-runs", type=int, default=2, help="--lone: runs per condition")
     args = parser.parse_args(argv)
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    return anyio.run(run, args)
+    return anyio.run(lone_under_load if args.lone else run, args)
 
 
 if __name__ == "__main__":
