@@ -173,6 +173,36 @@ def test_a_file_that_raises_anything_while_loading_is_skipped_with_the_reason(
     assert "anything" in {w.name for w in engine.list().workflows}
 
 
+def test_the_folder_is_read_up_to_a_total_and_unchanged_files_are_not_parsed_again(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against every list, describe and start parsing the whole folder again: 200 files of
+    256 KB took the pure-Python parser seconds per call. Files past the total are reported unread,
+    and a second call parses nothing that did not change."""
+    from llmc_mcp.workflows import definitions
+
+    for n in range(3):
+        user_file(workspace, f"w{n}.yaml", ANY.replace("anything", f"w{n}"))
+    size = (workspace.root / ".llmc" / "workflows" / "w0.yaml").stat().st_size
+    monkeypatch.setattr(definitions, "MAX_USER_BYTES", 2 * size)
+    parsed: list[str] = []
+    real = definitions.parse_definition
+
+    def counting(text: str, file: str) -> Any:
+        parsed.append(file)
+        return real(text, file)
+
+    monkeypatch.setattr(definitions, "parse_definition", counting)
+    engine = engine_for(workspace)
+    first = engine.list()
+    second = engine.list()
+    assert [w.name for w in first.workflows if not w.builtin] == ["w0", "w1"]
+    assert [(p.file, p.problem) for p in second.skipped] == [
+        ("w2.yaml", f"not read: the folder's files take more than {2 * size} bytes in all")
+    ]
+    assert parsed == ["w0.yaml", "w1.yaml"]
+
+
 def state_file(engine: Engine) -> Path:
     (path,) = engine.states.folder.glob("*.json")
     return path
