@@ -10,7 +10,13 @@ importing anything under ``llmc_mcp.operations`` from there would be a cycle.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
+import select
+import subprocess
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -133,6 +139,11 @@ IDENTIFY_TIMEOUT = 5.0
 
 Real definitions take 0.3-30 ms. The server identifies CRS text that agents send (decision keys,
 justified choices) outside any worker's CPU limit, so a pathological text must not hold a thread."""
+HELPERS = 2
+"""Helper processes that identify CRS text for sessions (:class:`Identifiers`); waiting for a free one
+counts against :data:`IDENTIFY_TIMEOUT`."""
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+"""Largest answer read from a helper: a WKT2 of the largest accepted definition, with room to spare."""
 
 _CACHE_SIZE = 4096
 _cache: OrderedDict[str, str] = OrderedDict()
@@ -184,8 +195,11 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
     operations refuse (``+init=``, grid paths, oversized or non-Unicode text) can be neither a cache
     key nor a justified ``choice.method``. The authority match is :func:`identify`'s. Bounded three
     ways, because the gate runs this in the server on text agents send: a cache of results (a hit is
-    a dict lookup; errors are not cached), :data:`IDENTIFY_TIMEOUT` on a small shared thread pool,
-    and :data:`SESSION_BUDGET` for the session being served.
+    a dict lookup; errors are not cached), :data:`IDENTIFY_TIMEOUT`, and :data:`SESSION_BUDGET` for
+    the session being served. Work for a session runs in a helper process (:data:`IDENTIFIERS`):
+    PROJ holds the GIL while it parses and searches (0.15 s for a paragraph of prose), which in a
+    thread of the server stops its event loop, and every other session with it. Work for no session
+    (a worker's own operation, the CLI, tests) runs here, on a small thread pool.
     """
     key = value  # the argument's name only shapes error messages, and errors are not cached
     with _cache_lock:
@@ -193,20 +207,120 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    SESSION_BUDGET.charge(current_session.get())
-    future = _identifier.submit(_normalize, value, argument)
-    try:
-        result = future.result(timeout=IDENTIFY_TIMEOUT)
-    except FutureTimeout:
-        raise CrsError(
-            f"{argument}: identifying this CRS definition took longer than {IDENTIFY_TIMEOUT:g} s.",
-            fix="Pass its EPSG code ('EPSG:32633') instead of the definition.",
-        ) from None
+    session = current_session.get()
+    SESSION_BUDGET.charge(session)
+    if session is not None and len(str(value).strip()) <= MAX_CRS_CHARS:
+        result = IDENTIFIERS.normalize(value, argument, IDENTIFY_TIMEOUT)
+    else:
+        future = _identifier.submit(_normalize, value, argument)
+        try:
+            result = future.result(timeout=IDENTIFY_TIMEOUT)
+        except FutureTimeout:
+            raise _too_slow(argument) from None
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return result
+
+
+def _too_slow(argument: str) -> CrsError:
+    return CrsError(
+        f"{argument}: identifying this CRS definition took longer than {IDENTIFY_TIMEOUT:g} s.",
+        fix="Pass its EPSG code ('EPSG:32633') instead of the definition.",
+    )
+
+
+class _Helper:
+    """One helper process: a request is a JSON line on its stdin, the answer a JSON line on its stdout."""
+
+    def __init__(self, command: list[str]):
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/"
+        )
+
+    def ask(self, request: dict[str, str], deadline: float) -> dict[str, str]:
+        """The answer to ``request``; TimeoutError past ``deadline``, OSError if the helper is gone."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+        fd, answer = self.process.stdout.fileno(), b""
+        while not answer.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, 65536)
+            if not chunk or len(answer) + len(chunk) > MAX_ANSWER_BYTES:
+                raise OSError("the CRS helper ended or answered more than any definition")
+            answer += chunk
+        return json.loads(answer)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+
+
+class Identifiers:
+    """Helper processes that run PROJ for sessions, outside the server's interpreter (and its GIL).
+
+    At most ``size`` run at once; a caller waits for a free one within its own deadline. A helper that
+    misses the deadline is killed, so the deadline really ends the work: nothing keeps running for a
+    call that was already refused. Helpers start on first use and are reused (a start costs ~0.3 s).
+    """
+
+    def __init__(self, size: int = HELPERS, command: list[str] | None = None):
+        """``command`` starts one helper (:func:`serve_helper` in an isolated interpreter, cwd ``/``)."""
+        self.command = command or [
+            sys.executable, "-I", "-c", "from llmc_mcp.crs_text import serve_helper; serve_helper()"
+        ]  # fmt: skip
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[_Helper] = []
+        self._lock = threading.Lock()
+
+    def normalize(self, value: str, argument: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        if not self._slots.acquire(timeout=timeout):
+            raise _too_slow(argument)
+        try:
+            with self._lock:
+                helper = self._idle.pop() if self._idle else None
+            helper = helper or _Helper(self.command)
+            try:
+                answer = helper.ask({"value": value, "argument": argument}, deadline)
+            except (TimeoutError, OSError, ValueError):
+                helper.kill()
+                raise _too_slow(argument) from None
+            with self._lock:
+                self._idle.append(helper)
+        finally:
+            self._slots.release()
+        if "error" in answer:
+            raise CrsError(str(answer["error"]), fix=str(answer.get("fix") or _CRS_FIX))
+        return str(answer["crs"])
+
+    def close(self) -> None:
+        with self._lock:
+            helpers, self._idle = self._idle, []
+        for helper in helpers:
+            helper.kill()
+
+
+IDENTIFIERS = Identifiers()
+
+
+def serve_helper() -> None:
+    """A helper's loop (:class:`Identifiers`): identify each definition read, until stdin closes."""
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        try:
+            answer = {"crs": _normalize(request["value"], request["argument"])}
+        except CrsError as exc:
+            answer = {"error": exc.message, "fix": exc.fix or _CRS_FIX}
+        except Exception as exc:  # PROJ's own failure on this text: the text's fault, as parse_crs says
+            answer = {"error": f"Unknown CRS ({type(exc).__name__}).", "fix": _CRS_FIX}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
 
 
 def clear_cache() -> None:

@@ -5,6 +5,9 @@ wrote (an agent's justification, the host model's name, a person's review) is re
 session that makes the same decision, copied into its outputs' provenance, and shown to reviewers.
 These specify, as an attacker would try it:
 
+- CRS text a session sends (a decision's CRS, a justified ``choice.method``) is identified by PROJ
+  outside the server's process, under a deadline that kills the work: PROJ holds the GIL, and in a
+  server thread one session's invalid persists (prose as a CRS) made every other session wait;
 - every client-sent text has a length and a character bound before it is stored (a neighbour's
   3,000,000-character model name once made another session's provenance record unreadable);
 - every text field of a record is escaped in the Markdown export and the review form, so that a
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +29,20 @@ from mcp import Client
 from mcp.types import CreateMessageResult, TextContent
 from pydantic import ValidationError
 
+from llmc_mcp import crs_text
 from llmc_mcp.cli.main import main
 from llmc_mcp.config import Settings
-from llmc_mcp.errors import InvalidArgument, JustificationInvalid
+from llmc_mcp.errors import CrsError, InvalidArgument, JustificationInvalid
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.review import ReviewForm, review_message
+from llmc_mcp.sessions import current_session
 from llmc_mcp.workspace import Workspace
 from tests.mcp_helpers import JUSTIFICATION_TEMPLATE, justification_for, structured
 
+MISS = 'raster.reproject("RGB.byte.tif", "o.tif", dst_crs="EPSG:4326", resampling="nearest")'
 CODE = "raster.reproject('RGB.byte.tif', 'rgb_4326.tif', 'EPSG:4326', resampling='bilinear')['crs']['epsg']"
 
 HOSTILE = (
@@ -64,6 +71,78 @@ class NamedModel:
 
 def stored(workspace_dir: Path) -> list[Record]:
     return list(JustificationStore(Workspace(workspace_dir).preflight_dir).records())
+
+
+# ------------------------------------------------- §1: CRS identification never blocks the server
+
+
+@pytest.fixture
+def no_proj_in_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PROJ work done in this (the server's) process fails the test."""
+
+    def refuse(value: str, argument: str) -> str:
+        raise AssertionError(f"PROJ identified {value[:40]!r} in the server's process")
+
+    monkeypatch.setattr(crs_text, "_normalize", refuse)
+    crs_text.clear_cache()
+
+
+def test_a_sessions_crs_text_is_identified_outside_the_server_process(no_proj_in_the_server: None) -> None:
+    """Guards against PROJ parsing a session's text in a server thread: it holds the GIL, so the event
+    loop, and every other session's call, waits for it (0.15 s per paragraph of prose sent as a CRS)."""
+    token = current_session.set("http:session-a")
+    try:
+        assert crs_text.normalize_crs("epsg:32633") == "EPSG:32633"
+        with pytest.raises(CrsError, match="Unknown CRS"):
+            crs_text.normalize_crs("a geographic CRS in degrees, as the web map wants " * 20)
+    finally:
+        current_session.reset(token)
+
+
+@pytest.mark.anyio
+async def test_invalid_persists_of_prose_as_a_crs_run_no_proj_in_the_server(
+    code_settings: Settings, no_proj_in_the_server: None
+) -> None:
+    """Guards against the persist stall: a session persisting justifications whose choice.method is
+    prose (each one a PROJ parse) froze the server for its neighbours."""
+    async with Client(build_server(code_settings)) as client:
+        miss = structured(await client.call_tool("execute_code", {"code": MISS}))
+        hint = next(h for h in miss["reflection_required"] if h["domain"] == "crs_datum")
+        payload = justification_for(hint)
+        code = (
+            f"P = {payload!r}\nkinds = []\nfor i in range(3):\n"
+            "    P['choice']['method'] = f'a geographic CRS number {i} in degrees for the web map'\n"
+            f"    try:\n        reflection.persist({hint['hash']!r}, 'crs_datum', P)\n"
+            "    except ApiError as e:\n        kinds.append(e.type)\nkinds"
+        )
+        answer = structured(await client.call_tool("execute_code", {"code": code}))
+    assert answer["result"] == ["justification_invalid"] * 3, answer
+
+
+def test_an_identification_past_its_deadline_is_refused_and_its_helper_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guards against a deadline that only stops waiting: the old thread pool kept running a slow
+    identification after refusing it, holding one of two shared threads (and the GIL) meanwhile."""
+    started: list[Any] = []
+
+    class Recorded(crs_text._Helper):
+        def __init__(self, command: list[str]):
+            super().__init__(command)
+            started.append(self)
+
+    monkeypatch.setattr(crs_text, "_Helper", Recorded)
+    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.5)
+    stuck = crs_text.Identifiers(command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(crs_text, "IDENTIFIERS", stuck)
+    crs_text.clear_cache()
+    token = current_session.set("http:session-a")
+    try:
+        with pytest.raises(CrsError, match=r"took longer than 0\.5 s"):
+            crs_text.normalize_crs("+proj=tmerc +lon_0=7.123 +datum=WGS84")
+    finally:
+        current_session.reset(token)
+    assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"
 
 
 # ------------------------------------------------------------------------ §3: bounds on client text
