@@ -423,7 +423,9 @@ def test_links_inside_the_workspace_and_links_to_folders_are_allowed(tmp_path: P
 
 
 class ListedFiles:
-    """A dataset as :func:`check_dataset` sees it: no pointing metadata, and a file list."""
+    """A dataset as :func:`check_dataset` sees it: no CRS, no pointing metadata, and a file list."""
+
+    crs = None
 
     def __init__(self, files: list[str]):
         self.files = files
