@@ -31,6 +31,8 @@ MAX_USER_FILES = 200
 MAX_USER_BYTES = 2 * 1024 * 1024
 """Bytes of user files a catalog reads, in all: files past it are reported, not parsed (the pure-Python
 parser takes about 0.25 s per MiB; 200 files of the largest size took seconds on every call)."""
+MAX_PROBLEMS_PER_FILE = 20
+"""Problems listed for one skipped file (a 256 KB file can have thousands)."""
 MAX_DEPTH = 32
 """Nesting of YAML collections: a definition needs about 8; 5,000 levels overflowed the parser's
 recursion (``RecursionError``) and so escaped every check."""
@@ -320,7 +322,7 @@ def load_catalog(user_dir: Path, parsed: ParsedFiles | None = None) -> Catalog:
         except OSError as exc:
             result = DefinitionError([Problem(path.name, None, f"cannot be read ({exc.strerror})")])
         if isinstance(result, DefinitionError):
-            problems.extend(result.problems)
+            problems.extend(_first_problems(path.name, result.problems))
             continue
         workflow = result
         if workflow.name in workflows:
@@ -330,6 +332,16 @@ def load_catalog(user_dir: Path, parsed: ParsedFiles | None = None) -> Catalog:
         workflows[workflow.name] = workflow
     parsed.keep_only(seen)
     return Catalog(workflows, builtin, tuple(problems))
+
+
+def _first_problems(file: str, problems: list[Problem]) -> list[Problem]:
+    """At most :data:`MAX_PROBLEMS_PER_FILE` of a file's problems, and how many more there are: a list
+    of 200 skipped files must stay an answer, not megabytes (the command line's validate shows all)."""
+    if len(problems) <= MAX_PROBLEMS_PER_FILE:
+        return problems
+    more = len(problems) - MAX_PROBLEMS_PER_FILE
+    note = f"and {more} more problems (llmc-mcp workflows validate FILE lists them all)"
+    return [*problems[:MAX_PROBLEMS_PER_FILE], Problem(file, None, note)]
 
 
 def _user_files(user_dir: Path, problems: list[Problem]) -> Iterator[Path]:

@@ -203,6 +203,16 @@ def test_the_folder_is_read_up_to_a_total_and_unchanged_files_are_not_parsed_aga
     assert parsed == ["w0.yaml", "w1.yaml"]
 
 
+def test_a_file_with_hundreds_of_problems_lists_twenty_and_a_count(workspace: Workspace) -> None:
+    """Guards against a list answer of megabytes: each problem of a planted file (here 100 steps with
+    two unknown keys each) came back in every workflows.list."""
+    steps = "".join(f"  - {{id: s{i}, instruction: x, colour: red, shade: dark}}\n" for i in range(100))
+    user_file(workspace, "noisy.yaml", f"name: noisy\ndescription: Noisy.\nsteps:\n{steps}")
+    problems = [p.problem for p in engine_for(workspace).list().skipped]
+    assert len(problems) == 21
+    assert problems[-1] == "and 180 more problems (llmc-mcp workflows validate FILE lists them all)"
+
+
 def state_file(engine: Engine) -> Path:
     (path,) = engine.states.folder.glob("*.json")
     return path
