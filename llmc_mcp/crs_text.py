@@ -146,7 +146,11 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """Largest answer read from a helper: a WKT2 of the largest accepted definition, with room to spare."""
 
 _CACHE_SIZE = 4096
+_CACHE_CHARS = 8_000_000
+"""Characters of definitions and results the cache holds at most (about 32 MiB of str at worst): by
+count alone, 4096 definitions of :data:`MAX_CRS_CHARS` would hold 400 million characters."""
 _cache: OrderedDict[str, str] = OrderedDict()
+_cache_chars = 0
 _cache_lock = threading.Lock()
 _identifier = ThreadPoolExecutor(max_workers=2, thread_name_prefix="llmc-crs")
 
@@ -201,6 +205,7 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
     thread of the server stops its event loop, and every other session with it. Work for no session
     (a worker's own operation, the CLI, tests) runs here, on a small thread pool.
     """
+    global _cache_chars
     key = value  # the argument's name only shapes error messages, and errors are not cached
     with _cache_lock:
         hit = _cache.get(key)
@@ -218,9 +223,12 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
         except FutureTimeout:
             raise _too_slow(argument) from None
     with _cache_lock:
-        _cache[key] = result
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        if key not in _cache:
+            _cache[key] = result
+            _cache_chars += len(key) + len(result)
+        while len(_cache) > _CACHE_SIZE or _cache_chars > _CACHE_CHARS:
+            old_key, old_result = _cache.popitem(last=False)
+            _cache_chars -= len(old_key) + len(old_result)
     return result
 
 
@@ -325,8 +333,10 @@ def serve_helper() -> None:
 
 def clear_cache() -> None:
     """Forget every cached normalization (tests that count what reaches PROJ)."""
+    global _cache_chars
     with _cache_lock:
         _cache.clear()
+        _cache_chars = 0
 
 
 def _normalize(value: str, argument: str) -> str:

@@ -27,6 +27,7 @@ from mcp import Client
 from mcp.types import CreateMessageResult, ErrorData
 from rasterio.transform import from_origin
 
+from llmc_mcp import crs_text
 from llmc_mcp.config import Settings
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError
@@ -227,3 +228,24 @@ async def test_a_lone_sessions_long_call_is_not_put_below_the_machines_other_wor
         assert seen and seen[0][0] == 0 and seen[0][1] in (0, None), seen
     finally:
         await pool.close()
+
+
+# ------------------------------------------------------------------------------ the server's caches
+
+
+def test_the_crs_cache_is_bounded_by_characters_not_only_by_entries() -> None:
+    """Guards against a cache bounded by count alone: 4096 definitions of 100,000 characters each (and
+    their WKT results) would keep about 800 million characters in the server. 50 of them fill more
+    than the bound here; the cache keeps the newest that fit."""
+    crs_text.clear_cache()
+    name = "z" * 90_000
+    try:
+        for i in range(50):
+            crs_text.normalize_crs(
+                f'GEOGCS["{name}{i}",DATUM["D",SPHEROID["WGS 84",6378137,298.257223563]],'
+                'PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]]'
+            )
+        held = sum(len(key) + len(value) for key, value in crs_text._cache.items())
+        assert 0 < held <= 8_000_000
+    finally:
+        crs_text.clear_cache()
