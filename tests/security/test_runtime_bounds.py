@@ -37,7 +37,7 @@ from llmc_mcp.sandbox.bindings import sandbox_error
 from llmc_mcp.sandbox.pool import DEMOTE_AFTER, WorkerPool
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
-from tests.reliability.test_load import _group_nice, _nice, _no_requests, busy_for, code_settings
+from tests.reliability.test_load import _group_nice, _nice, _no_requests, busy_for, code_settings, serve_http
 from tests.security.test_hostile_vectors import UTM, read, write_vector
 
 REPROJECT = {"src": "RGB.byte.tif", "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
@@ -249,3 +249,22 @@ def test_the_crs_cache_is_bounded_by_characters_not_only_by_entries() -> None:
         assert 0 < held <= 8_000_000
     finally:
         crs_text.clear_cache()
+
+
+@pytest.mark.anyio
+async def test_a_stateless_client_that_makes_the_refused_call_again_gets_hints_with_the_reason(
+    classic_settings: Settings, workspace_dir: Path
+) -> None:
+    """Guards against the stateless 2026-07-28 client (no session id over HTTP) asked again on every
+    retry: its paused call cannot be tied to a session, but the same call made again is that call."""
+    host = Refusing("declines")
+    settings = classic_settings.model_copy(update={"sampling_timeout": 600.0})
+    async with serve_http(build_server(settings)) as web, Client(web.url, sampling_callback=host) as client:
+        await refused_call(client)
+        asked = host.asked
+        with anyio.fail_after(60):  # a guard against the first call's worker held for 1200 s
+            again = await client.call_tool("raster_reproject", REPROJECT)
+    answer = structured(again)
+    assert answer["type"] == "reflection_required", answer
+    assert all("did not answer" in h["fallback"] for h in answer["reflection_required"])
+    assert host.asked == asked
