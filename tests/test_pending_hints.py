@@ -56,7 +56,7 @@ def test_a_forged_pending_hint_is_refused(workspace_dir: Path) -> None:
     """Guards against writing a pending-hint file by hand (or from a worker) to unlock any decision."""
     gate = new_gate(workspace_dir)
     (hint, *_) = gate.check(REPROJECT, REPROJECT.validate(ARGS), session="conn-a")
-    path = next((workspace_dir / ".preflight/pending").glob(f"*/{hint.hash.removeprefix('sha256:')}.json"))
+    path = next((workspace_dir / ".preflight/pending").glob(f"*/*-{hint.hash.removeprefix('sha256:')}.json"))
     entry = json.loads(path.read_bytes())
     entry["content"]["args"] = {"dst_crs": "EPSG:3857"}
     path.write_text(json.dumps(entry))

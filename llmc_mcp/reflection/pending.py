@@ -3,32 +3,64 @@
 A hint is the gate's promise: "this decision was asked about, answer it with this hash". The
 promise has to outlive the process that made it: clients such as langchain-mcp-adapters start a
 new server per tool call, so the persist arrives at a process that never saw the miss. So each
-issued hint is a small file under ``<store>/pending/<domain>/<64 hex>.json`` carrying the decision,
-the principals it was issued to (:func:`~llmc_mcp.sessions.principal`) and an expiry, authenticated
-with the store's key (which workers cannot read). A file that does not verify, has expired, or was
-not issued to the caller is no hint at all: the caller is told to rerun the operation.
+issued hint is a small file under ``<store>/pending/<domain>/<principal tag>-<64 hex>.json``: one
+per principal it was issued to (:func:`~llmc_mcp.sessions.principal`; the tag is a digest, since
+workers can read the workspace), carrying the decision and an expiry, authenticated with the store's
+key (which workers cannot read). A file that does not verify, has expired, or was not issued to the
+caller is no hint at all: the caller is told to rerun the operation.
+
+Hints are files a session makes the server write, so they are bounded like its outputs: at most
+:data:`MAX_OPEN_HINTS` open questions per principal (refused past that, with the reason; work for no
+session, such as the CLI or a benchmark in process, has no principal to bound), each file at
+most :data:`MAX_HINT_BYTES`, their bytes charged to the principal's and the workspace's output quotas
+(:meth:`charge_to`), never written into the disk's free-space reserve, and at most
+:data:`MAX_PENDING_FILES` in a workspace. Each principal writes only its own files, so no lock is
+shared between sessions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmc_mcp.errors import StoreError
+from llmc_mcp.errors import LlmcError, StoreError
+from llmc_mcp.reflection.specs import DOMAINS
 from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write
+
+if TYPE_CHECKING:
+    from llmc_mcp.outputs import OutputLedger
 
 log = logging.getLogger(__name__)
 
 PENDING_TTL = 24 * 3600.0
 """Seconds an unanswered hint stays valid: long enough for a human to look, short enough to expire."""
-SWEEP_EVERY = 64
-"""Issued hints between two sweeps of expired ones (a bounded directory listing)."""
+MAX_OPEN_HINTS = 200
+"""Open (unanswered, unexpired) questions one principal may hold: an agent answers what it is asked
+before asking more; a sweep of 200 distinct decisions without one answer is a loop, not an analysis."""
+MAX_HINT_BYTES = 512 * 1024
+"""One hint file: its prompt and decision, a CRS definition (at most 100,000 characters) included."""
+MAX_PENDING_FILES = 20_000
+"""Hint files in one workspace, all principals together: what one listing may have to read."""
+
+
+class TooManyOpenHints(LlmcError):
+    """A session holds as many open questions (hints) as it may, or their files would pass a quota."""
+
+    kind = "quota_exceeded"
+
+
+@dataclass(frozen=True)
+class _Usage:
+    files: int
+    bytes: int
 
 
 class PendingHints:
@@ -38,89 +70,178 @@ class PendingHints:
         self.store = store
         self.folder = store.root / "pending"
         self.ttl = ttl
-        self._issued = 0
+        self.outputs: OutputLedger | None = None
+
+    def charge_to(self, outputs: OutputLedger) -> None:
+        """Count hint files in ``outputs``' quotas (and theirs in the hints' checks): one budget."""
+        self.outputs = outputs
+        outputs.charged.append(self.charge)
 
     def issue(self, domain: str, key: str, content: dict[str, Any], principal: str | None) -> None:
-        """Record that ``key`` was asked about for ``principal`` (adding to earlier askers).
+        """Record that ``key`` was asked about for ``principal``, or raise :class:`TooManyOpenHints`.
 
-        The read, merge and write run under an exclusive lock on the folder's lock file, so two
-        sessions (threads or server processes) asking at once both stay in the list.
+        A principal's own file is (re)written: asking the same question again renews its expiry and
+        costs nothing more.
         """
-        path = self._path(domain, key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            lock = os.open(path.parent / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            log.warning("pending hint %s/%s not recorded: %s", domain, path.name, exc)
-            return
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self._issue(path, domain, key, content, principal)
-        finally:
-            os.close(lock)
-
-    def _issue(
-        self, path: Path, domain: str, key: str, content: dict[str, Any], principal: str | None
-    ) -> None:
-        principals = {principal}
-        earlier = self._read(path, domain, key)
-        if earlier is not None:
-            principals.update(earlier["principals"])
+        path = self._path(domain, key, principal)
         entry = {
             "key": key,
             "domain": domain,
             "content": content,
-            "principals": sorted(principals, key=lambda p: (p is None, p or "")),
+            "principal": principal,
             "expires_at": time.time() + self.ttl,
         }
         try:
             entry["digest"] = self.store.sign_bytes(_canonical(entry))
-            atomic_write(path, json.dumps(entry, ensure_ascii=False).encode())
-        except (OSError, StoreError) as exc:
+        except StoreError as exc:
             # The hint is still given; answering it will fail with the store's own clear error.
             log.warning("pending hint %s/%s not recorded: %s", domain, path.name, exc)
             return
-        self._issued += 1
-        if self._issued % SWEEP_EVERY == 0:
-            self.sweep()
+        data = json.dumps(entry, ensure_ascii=False).encode()
+        self._check(principal, path, len(data))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, data)
+        except OSError as exc:
+            log.warning("pending hint %s/%s not recorded: %s", domain, path.name, exc)
 
     def find(self, domain: str, key: str, principal: str | None) -> dict[str, Any] | None:
         """The content issued for ``key`` to ``principal``, or None (unknown, foreign, expired, forged)."""
-        entry = self._read(self._path(domain, key), domain, key)
-        if entry is None or principal not in entry["principals"]:
+        entry = self._read(self._path(domain, key, principal), domain, key)
+        if entry is None or entry.get("principal") != principal:
             return None
         return entry["content"]
 
     def consume(self, domain: str, key: str) -> None:
         """The hint was answered (or its decision is already justified): nobody may answer it again."""
-        with contextlib.suppress(FileNotFoundError):
-            self._path(domain, key).unlink()
+        for path in (self.folder / domain).glob(f"*-{key.removeprefix('sha256:')}.json"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def sweep(self) -> int:
         """Remove expired or unreadable hint files; returns how many."""
         removed = 0
-        now = time.time()
-        for path in self.folder.glob("*/*.json"):
-            entry = self._read(path, path.parent.name, "sha256:" + path.stem)
-            if entry is None or entry["expires_at"] < now:
+        for path, _size in self._listing():
+            if self._read(path, path.parent.name, _key_of(path)) is None:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     removed += 1
         return removed
 
-    def _path(self, domain: str, key: str) -> Path:
-        return self.folder / domain / f"{key.removeprefix('sha256:')}.json"
+    def charge(self, account: str) -> tuple[int, int]:
+        """The bytes of ``account``'s open hints and of all of them (the output ledger's hook)."""
+        mine, every = self._usage(_tag(account))
+        return mine.bytes, every.bytes
+
+    # ------------------------------------------------------------------------------------ internals
+
+    def _check(self, principal: str | None, path: Path, size: int) -> None:
+        """Refuse a hint file of ``size`` bytes past any bound; rewriting one's own costs only the change."""
+        if size > MAX_HINT_BYTES:
+            raise TooManyOpenHints(
+                f"This decision's question would take {size} bytes to record, over {MAX_HINT_BYTES}.",
+                fix="Pass a shorter definition (an EPSG code such as 'EPSG:32633' instead of a WKT).",
+            )
+        mine, every = self._usage(_tag(principal))
+        replaced = _size(path)
+        new_file = 0 if replaced else 1
+        grows = size - replaced
+        fix = (
+            "Answer the hints you were given (persist their justifications) or drop the calls that "
+            f"asked them; unanswered hints expire after {self.ttl / 3600:g} h."
+        )
+        if principal is not None and mine.files + new_file > MAX_OPEN_HINTS:
+            raise TooManyOpenHints(
+                f"This session already holds {mine.files} open questions (justification hints not yet "
+                f"answered), the most one session may hold ({MAX_OPEN_HINTS}).",
+                fix=fix,
+            )
+        if every.files + new_file > MAX_PENDING_FILES:
+            raise TooManyOpenHints(
+                f"The workspace holds {every.files} open questions of all sessions, the most it may hold "
+                f"({MAX_PENDING_FILES}).",
+                fix=fix,
+            )
+        if self.outputs is None:
+            return
+        quota = self.outputs.quota
+        account = principal or ""
+        records = self.outputs.outputs()
+        charged = [hook(account) for hook in self.outputs.charged]
+        session = sum(r.bytes for r in records.values() if r.session == account) + sum(m for m, _ in charged)
+        workspace = sum(r.bytes for r in records.values()) + sum(e for _, e in charged)
+        if session + grows > quota.session_bytes:
+            raise TooManyOpenHints(
+                f"The question was not recorded: this session's outputs, workflow states and open "
+                f"questions take {_mib(session)}, and its quota is {_mib(quota.session_bytes)} "
+                "(--quota-session-mb).",
+                fix=fix,
+            )
+        if workspace + grows > quota.workspace_bytes:
+            raise TooManyOpenHints(
+                f"The question was not recorded: the workspace's outputs, workflow states and open "
+                f"questions take {_mib(workspace)}, and its quota is {_mib(quota.workspace_bytes)} "
+                "(--quota-workspace-mb).",
+                fix=fix,
+            )
+        disk = os.statvfs(self.store.root if self.store.root.is_dir() else self.store.root.parent)
+        free = disk.f_bavail * disk.f_frsize
+        if free - grows < quota.reserve_bytes:
+            raise TooManyOpenHints(
+                f"The question was not recorded: the disk has {_mib(free)} free and "
+                f"{_mib(quota.reserve_bytes)} are kept free for the server's own records "
+                "(--disk-reserve-mb).",
+                fix="Ask the user to free disk space.",
+            )
+
+    def _usage(self, tag: str) -> tuple[_Usage, _Usage]:
+        """The files and bytes of one tag's open hints and of all of them, from a listing alone.
+
+        A file older than the TTL has expired whatever it says (each write renews it), so it is
+        deleted here, not counted.
+        """
+        mine = every = _Usage(0, 0)
+        stale = time.time() - self.ttl
+        for path, info in self._listing():
+            if info.st_mtime < stale:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                continue
+            every = _Usage(every.files + 1, every.bytes + info.st_size)
+            if path.name.startswith(tag + "-"):
+                mine = _Usage(mine.files + 1, mine.bytes + info.st_size)
+        return mine, every
+
+    def _listing(self) -> Iterator[tuple[Path, os.stat_result]]:
+        for domain in sorted(DOMAINS):
+            try:
+                entries = list(os.scandir(self.folder / domain))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if not entry.name.endswith(".json") or entry.name.startswith("."):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    yield Path(entry.path), entry.stat(follow_symlinks=False)
+
+    def _path(self, domain: str, key: str, principal: str | None) -> Path:
+        return self.folder / domain / f"{_tag(principal)}-{key.removeprefix('sha256:')}.json"
 
     def _read(self, path: Path, domain: str, key: str) -> dict[str, Any] | None:
         if not KEY_PATTERN.match(key):
             return None
         try:
-            entry = json.loads(path.read_bytes())
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_HINT_BYTES + 1)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
+        except OSError:
             log.warning("pending hint %s/%s unreadable; ignored", domain, path.name)
             return None
+        try:
+            entry = json.loads(raw) if len(raw) <= MAX_HINT_BYTES else None
+        except ValueError:
+            entry = None
         if not isinstance(entry, dict) or entry.get("key") != key or entry.get("domain") != domain:
             return None
         digest = entry.pop("digest", None)
@@ -130,6 +251,27 @@ class PendingHints:
         if not isinstance(entry.get("expires_at"), int | float) or entry["expires_at"] < time.time():
             return None
         return entry
+
+
+def _tag(principal: str | None) -> str:
+    """A principal as a file-name prefix (a digest: principals go into files workers can read)."""
+    return hashlib.sha256((principal or "").encode()).hexdigest()[:12]
+
+
+def _key_of(path: Path) -> str:
+    """The key a hint file is named for (its name after the principal's tag)."""
+    return "sha256:" + path.stem.rpartition("-")[2]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
 
 
 def _canonical(entry: dict[str, Any]) -> bytes:

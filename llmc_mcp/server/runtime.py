@@ -43,6 +43,7 @@ class Runtime:
         gate = Gate(store, prompts or PromptLibrary.default(), next_action=next_action)
         log.info("workspace %s, mode %s", workspace.root, settings.mode)
         outputs = OutputLedger(workspace, Quota.from_settings(settings))
+        gate.pending.charge_to(outputs)  # open hints share the output quotas and the reserve
         outputs.sweep()  # temporary files of writes a previous server process left unfinished
         context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
         return cls(settings, context, gate, outputs, prestarted)

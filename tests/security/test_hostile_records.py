@@ -8,6 +8,9 @@ These specify, as an attacker would try it:
 - CRS text a session sends (a decision's CRS, a justified ``choice.method``) is identified by PROJ
   outside the server's process, under a deadline that kills the work: PROJ holds the GIL, and in a
   server thread one session's invalid persists (prose as a CRS) made every other session wait;
+- the open questions (pending hints) a session makes the server write are bounded in number, charged
+  to the session's and the workspace's output quotas, and never written into the disk's reserve
+  (one 25-second loop over new decisions once wrote 2,689 hint files);
 - every client-sent text has a length and a character bound before it is stored (a neighbour's
   3,000,000-character model name once made another session's provenance record unreadable);
 - every text field of a record is escaped in the Markdown export and the review form, so that a
@@ -33,6 +36,8 @@ from llmc_mcp import crs_text
 from llmc_mcp.cli.main import main
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import CrsError, InvalidArgument, JustificationInvalid
+from llmc_mcp.outputs import OutputLedger, Quota
+from llmc_mcp.reflection import pending
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore, Record
@@ -143,6 +148,75 @@ def test_an_identification_past_its_deadline_is_refused_and_its_helper_killed(
     finally:
         current_session.reset(token)
     assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"
+
+
+# ------------------------------------------------------------- §2: open questions are charged
+
+
+def _gate_with_ledger(workspace_dir: Path, quota: Quota) -> tuple[Gate, OutputLedger]:
+    workspace = Workspace(workspace_dir)
+    gate = Gate(JustificationStore(workspace.preflight_dir), PromptLibrary.default(), next_action="")
+    ledger = OutputLedger(workspace, quota)
+    gate.pending.charge_to(ledger)
+    return gate, ledger
+
+
+def _ask(gate: Gate, session: str, method: str) -> list[Any]:
+    from llmc_mcp.operations import get_operation
+
+    op = get_operation("raster.reproject")
+    args = op.validate({"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": "EPSG:4326", "resampling": method})
+    return gate.check(op, args, session=session)
+
+
+@pytest.mark.anyio
+async def test_a_session_holding_too_many_open_questions_is_refused_and_its_neighbour_is_not(
+    code_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a session that loops over new decisions without answering them writing a hint
+    file for each, without bound (2,689 in one 25-second call)."""
+    monkeypatch.setattr(pending, "MAX_OPEN_HINTS", 3)
+    loop = (
+        "kinds = []\n"
+        "for method in ['nearest', 'bilinear', 'cubic', 'lanczos']:\n"
+        "    try:\n"
+        "        raster.reproject('RGB.byte.tif', 'o.tif', dst_crs='EPSG:4326', resampling=method)\n"
+        "    except ApiError as e:\n"
+        "        kinds.append((e.type, e.message))\n"
+        "kinds"
+    )
+    server = build_server(code_settings)
+    async with Client(server) as greedy, Client(server) as neighbour:
+        kinds = structured(await greedy.call_tool("execute_code", {"code": loop}))["result"]
+        fine = structured(await neighbour.call_tool("execute_code", {"code": MISS}))
+    # The CRS question is asked again with each method: asking it again writes nothing new.
+    assert [k for k, _ in kinds] == ["reflection_required", "reflection_required"] + ["quota_exceeded"] * 2
+    assert "already holds 3 open questions" in kinds[2][1], kinds[2][1]
+    assert fine["error"]["type"] == "reflection_required", fine["error"]
+
+
+def test_open_questions_are_charged_to_the_sessions_output_quota(workspace_dir: Path) -> None:
+    """Guards against hint files that fill the disk outside every quota: their bytes and the session's
+    outputs share its --quota-session-mb, both ways."""
+    gate, ledger = _gate_with_ledger(workspace_dir, Quota(session_bytes=12 * 1024))
+    asked = 0
+    with pytest.raises(pending.TooManyOpenHints, match="--quota-session-mb"):
+        for method in ("nearest", "bilinear", "cubic", "lanczos", "average", "mode", "max", "min", "med"):
+            asked += len(_ask(gate, "conn-a", method))
+    on_disk = sum(p.stat().st_size for p in (workspace_dir / ".preflight" / "pending").rglob("*.json"))
+    assert asked > 0 and on_disk <= 12 * 1024
+    assert ledger.charged and ledger.charged[-1]("local") == (on_disk, on_disk)
+    grant = ledger.begin("conn-a", "out.tif")
+    ledger.abort("conn-a", grant.token)
+    assert grant.max_bytes == 12 * 1024 - on_disk, "the session's output may still take the hints' bytes"
+
+
+def test_open_questions_are_never_written_into_the_disks_reserve(workspace_dir: Path) -> None:
+    """Guards against hint files taking the free space kept for the store's records."""
+    gate, _ = _gate_with_ledger(workspace_dir, Quota(reserve_bytes=1 << 62))
+    with pytest.raises(pending.TooManyOpenHints, match="--disk-reserve-mb"):
+        _ask(gate, "conn-a", "nearest")
+    assert not list((workspace_dir / ".preflight").rglob("pending/*/*.json"))
 
 
 # ------------------------------------------------------------------------ §3: bounds on client text
