@@ -33,6 +33,7 @@ import pytest
 import rasterio
 from affine import Affine
 
+from llmc_mcp.errors import Refused
 from llmc_mcp.operations import OperationContext, get_operation
 from tests.rasters import write
 
@@ -239,3 +240,18 @@ def test_d8_matches_the_definition_off_the_flats_of_a_filled_fractal_dem(
             assert z[r + dr, c + dc] == z[r, c], (r, c)
     result = call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="acc.tif")
     assert result.max_value <= z.size
+
+
+def test_a_projection_that_changes_the_cells_shape_along_a_row_is_refused(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against one set of neighbour distances per row where they do not hold: 100 km cells of
+    the Lambert azimuthal equal-area grid of Europe (EPSG:3035) 3000 km west of its centre stretch one
+    way on the ground and shrink the other, differently at each end of a row, so D8 is refused with
+    the fix (a conformal or geographic CRS) instead of computed on wrong distances."""
+    z = np.arange(45, dtype="float32").reshape(5, 9)
+    grid = Affine(100_000.0, 0.0, 1_000_000.0, 0.0, -100_000.0, 3_500_000.0)
+    write(workspace_dir / "wide_area.tif", z, transform=grid, crs="EPSG:3035")
+    with pytest.raises(Refused) as refused:
+        call(FLOW_DIRECTION, ctx, dem="wide_area.tif", dst="d8.tif")
+    assert "along a row" in str(refused.value) and "conformal" in refused.value.fix
