@@ -175,6 +175,7 @@ class Gate:
         hint, decision, valid = self.vet(hash, domain, justification, session=session)
         key = hint.hash
         try:
+            owner = principal(session)
             self.store.put(
                 Record(
                     key=key,
@@ -186,7 +187,9 @@ class Gate:
                     justification=valid,
                     answered_by=answered_by,
                     review=review,
-                )
+                ),
+                owner=owner,
+                admit=lambda size: self.pending.admit_record(owner, size),
             )
         except RecordExists:
             self.pending.consume(hint.domain, key)

@@ -13,7 +13,8 @@ Hints are files a session makes the server write, so they are bounded like its o
 :data:`MAX_OPEN_HINTS` open questions per principal (refused past that, with the reason; work for no
 session, such as the CLI or a benchmark in process, has no principal to bound), each file at
 most :data:`MAX_HINT_BYTES`, their bytes charged to the principal's and the workspace's output quotas
-(:meth:`charge_to`), never written into the disk's free-space reserve, and at most
+(:meth:`charge_to`, which charges the store's records to their writers too), never written into the
+disk's free-space reserve, and at most
 :data:`MAX_PENDING_FILES` in a workspace. Each principal writes only its own files, so no lock is
 shared between sessions.
 """
@@ -21,7 +22,6 @@ shared between sessions.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmc_mcp.errors import LlmcError, StoreError
 from llmc_mcp.reflection.specs import DOMAINS
-from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write
+from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write, owner_tag
 
 if TYPE_CHECKING:
     from llmc_mcp.outputs import OutputLedger
@@ -51,10 +51,14 @@ MAX_PENDING_FILES = 20_000
 """Hint files in one workspace, all principals together: what one listing may have to read."""
 
 
-class TooManyOpenHints(LlmcError):
-    """A session holds as many open questions (hints) as it may, or their files would pass a quota."""
+class ServerFilesQuota(LlmcError):
+    """A file the server would write for a session (a hint, a record) would pass a quota or the reserve."""
 
     kind = "quota_exceeded"
+
+
+class TooManyOpenHints(ServerFilesQuota):
+    """A session holds as many open questions (hints) as it may, or their files would pass a quota."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,23 @@ class PendingHints:
         self.outputs: OutputLedger | None = None
 
     def charge_to(self, outputs: OutputLedger) -> None:
-        """Count hint files in ``outputs``' quotas (and theirs in the hints' checks): one budget."""
+        """Count hint files and the store's records in ``outputs``' quotas (and outputs in theirs)."""
         self.outputs = outputs
-        outputs.charged.append(self.charge)
+        outputs.charged += [self.charge, self.store.charge]
+
+    def admit_record(self, principal: str | None, size: int) -> None:
+        """Refuse a justification record of ``size`` bytes past the principal's or the workspace's quota.
+
+        Records are what the disk's reserve is kept for, so only the quotas apply.
+        """
+        if self.outputs is not None:
+            check_quotas(
+                self.outputs,
+                principal,
+                size,
+                "The justification was not stored",
+                "Remove outputs no longer needed with files.remove, or ask the user to raise the quota.",
+            )
 
     def issue(self, domain: str, key: str, content: dict[str, Any], principal: str | None) -> None:
         """Record that ``key`` was asked about for ``principal``, or raise :class:`TooManyOpenHints`.
@@ -130,7 +148,7 @@ class PendingHints:
 
     def charge(self, account: str) -> tuple[int, int]:
         """The bytes of ``account``'s open hints and of all of them (the output ledger's hook)."""
-        mine, every = self._usage(_tag(account))
+        mine, every = self._usage(owner_tag(account))
         return mine.bytes, every.bytes
 
     # ------------------------------------------------------------------------------------ internals
@@ -142,7 +160,7 @@ class PendingHints:
                 f"This decision's question would take {size} bytes to record, over {MAX_HINT_BYTES}.",
                 fix="Pass a shorter definition (an EPSG code such as 'EPSG:32633' instead of a WKT).",
             )
-        mine, every = self._usage(_tag(principal))
+        mine, every = self._usage(owner_tag(principal))
         replaced = _size(path)
         new_file = 0 if replaced else 1
         grows = size - replaced
@@ -162,37 +180,9 @@ class PendingHints:
                 f"({MAX_PENDING_FILES}).",
                 fix=fix,
             )
-        if self.outputs is None:
-            return
-        quota = self.outputs.quota
-        account = principal or ""
-        records = self.outputs.outputs()
-        charged = [hook(account) for hook in self.outputs.charged]
-        session = sum(r.bytes for r in records.values() if r.session == account) + sum(m for m, _ in charged)
-        workspace = sum(r.bytes for r in records.values()) + sum(e for _, e in charged)
-        if session + grows > quota.session_bytes:
-            raise TooManyOpenHints(
-                f"The question was not recorded: this session's outputs, workflow states and open "
-                f"questions take {_mib(session)}, and its quota is {_mib(quota.session_bytes)} "
-                "(--quota-session-mb).",
-                fix=fix,
-            )
-        if workspace + grows > quota.workspace_bytes:
-            raise TooManyOpenHints(
-                f"The question was not recorded: the workspace's outputs, workflow states and open "
-                f"questions take {_mib(workspace)}, and its quota is {_mib(quota.workspace_bytes)} "
-                "(--quota-workspace-mb).",
-                fix=fix,
-            )
-        disk = os.statvfs(self.store.root if self.store.root.is_dir() else self.store.root.parent)
-        free = disk.f_bavail * disk.f_frsize
-        if free - grows < quota.reserve_bytes:
-            raise TooManyOpenHints(
-                f"The question was not recorded: the disk has {_mib(free)} free and "
-                f"{_mib(quota.reserve_bytes)} are kept free for the server's own records "
-                "(--disk-reserve-mb).",
-                fix="Ask the user to free disk space.",
-            )
+        if self.outputs is not None:
+            check_quotas(self.outputs, principal, grows, "The question was not recorded", fix)
+            _check_reserve(self.outputs, self.store.root, grows)
 
     def _usage(self, tag: str) -> tuple[_Usage, _Usage]:
         """The files and bytes of one tag's open hints and of all of them, from a listing alone.
@@ -225,7 +215,7 @@ class PendingHints:
                     yield Path(entry.path), entry.stat(follow_symlinks=False)
 
     def _path(self, domain: str, key: str, principal: str | None) -> Path:
-        return self.folder / domain / f"{_tag(principal)}-{key.removeprefix('sha256:')}.json"
+        return self.folder / domain / f"{owner_tag(principal)}-{key.removeprefix('sha256:')}.json"
 
     def _read(self, path: Path, domain: str, key: str) -> dict[str, Any] | None:
         if not KEY_PATTERN.match(key):
@@ -253,9 +243,39 @@ class PendingHints:
         return entry
 
 
-def _tag(principal: str | None) -> str:
-    """A principal as a file-name prefix (a digest: principals go into files workers can read)."""
-    return hashlib.sha256((principal or "").encode()).hexdigest()[:12]
+def check_quotas(outputs: OutputLedger, principal: str | None, grows: int, what: str, fix: str) -> None:
+    """Refuse ``grows`` more bytes for ``principal`` past its or the workspace's output quota, which its
+    outputs and every file charged to the ledger (:attr:`~llmc_mcp.outputs.OutputLedger.charged`) share."""
+    quota = outputs.quota
+    account = principal or ""
+    records = outputs.outputs()
+    charged = [hook(account) for hook in outputs.charged]
+    session = sum(r.bytes for r in records.values() if r.session == account) + sum(m for m, _ in charged)
+    workspace = sum(r.bytes for r in records.values()) + sum(e for _, e in charged)
+    if session + grows > quota.session_bytes:
+        raise ServerFilesQuota(
+            f"{what}: this session's outputs, workflow states, open questions and justifications take "
+            f"{_mib(session)}, and its quota is {_mib(quota.session_bytes)} (--quota-session-mb).",
+            fix=fix,
+        )
+    if workspace + grows > quota.workspace_bytes:
+        raise ServerFilesQuota(
+            f"{what}: the workspace's outputs, workflow states, open questions and justifications take "
+            f"{_mib(workspace)}, and its quota is {_mib(quota.workspace_bytes)} (--quota-workspace-mb).",
+            fix=fix,
+        )
+
+
+def _check_reserve(outputs: OutputLedger, folder: Path, grows: int) -> None:
+    disk = os.statvfs(folder if folder.is_dir() else folder.parent)
+    free = disk.f_bavail * disk.f_frsize
+    if free - grows < outputs.quota.reserve_bytes:
+        raise ServerFilesQuota(
+            f"The question was not recorded: the disk has {_mib(free)} free and "
+            f"{_mib(outputs.quota.reserve_bytes)} are kept free for the server's own records "
+            "(--disk-reserve-mb).",
+            fix="Ask the user to free disk space.",
+        )
 
 
 def _key_of(path: Path) -> str:

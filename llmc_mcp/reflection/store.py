@@ -49,6 +49,8 @@ MAX_RECORD_BYTES = 128 * 1024
 arguments a CRS definition (EPSG's longest WKT is ~10 k characters), so real records stay far below;
 the bound keeps every record, and the provenance records that copy up to three of them, readable
 within their own limits (1 MiB) whatever a client sent."""
+TALLY_DIR = ".by"
+"""Under the records folder: one folder per writer (:func:`owner_tag`) of hard links to its records."""
 MAX_ANSWERED_BY_CHARS = 256
 MAX_REVIEW_CHARS = 2000
 
@@ -143,8 +145,13 @@ class JustificationStore:
             return None
         return self._verify(raw, domain, key, path)
 
-    def put(self, record: Record) -> Record:
+    def put(
+        self, record: Record, *, owner: str | None = None, admit: Callable[[int], None] | None = None
+    ) -> Record:
         """Sign and write a record that must not exist yet: records are write-once.
+
+        ``admit(size)`` may refuse the write before anything is written (a quota); the record is then
+        tallied to ``owner`` (a principal), whose quota its bytes are charged to (:meth:`charge`).
 
         The record is written in full under a temporary name and then hard-linked to its own name:
         ``link`` fails if the name exists, so of two concurrent writers exactly one wins and a
@@ -161,6 +168,8 @@ class JustificationStore:
                 f"{MAX_RECORD_BYTES}, so that every record and the provenance that cites it stays readable.",
                 fix="Shorten the justification's text fields (reasoning, not data) and persist again.",
             )
+        if admit is not None:
+            admit(len(data))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             linked = _exclusive_write(path, data)
@@ -173,6 +182,8 @@ class JustificationStore:
                         fix="Nothing to persist: run the operation again, it will proceed.",
                     )
                 atomic_write(path, data)
+            if owner is not None:
+                self._tally(path, owner)
         except OSError as exc:
             raise StoreError(
                 f"Could not write the justification store ({_os_reason(exc)}).",
@@ -205,8 +216,29 @@ class JustificationStore:
         """
         dropped = [record for record in self.records() if drop(record)]
         for record in dropped:
-            self.path_for(record.domain, record.key).unlink(missing_ok=True)
+            path = self.path_for(record.domain, record.key)
+            for tally in self.records_dir.glob(f"{TALLY_DIR}/*/{record.domain}-{path.name}"):
+                tally.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
         return dropped
+
+    def charge(self, account: str) -> tuple[int, int]:
+        """The bytes of the records ``account`` wrote and of all records, from listings alone (the
+        output ledger's hook: records count in the session's and the workspace's quotas)."""
+        mine = sum(size for _, size in _sizes(self.records_dir / TALLY_DIR / owner_tag(account)))
+        every = sum(size for domain in sorted(DOMAINS) for _, size in _sizes(self.records_dir / domain))
+        return mine, every
+
+    def _tally(self, path: Path, owner: str) -> None:
+        """A hard link to the record under its writer's tag: its records are listed without reading one."""
+        tally = self.records_dir / TALLY_DIR / owner_tag(owner) / f"{path.parent.name}-{path.name}"
+        try:
+            tally.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, tally)
+        except FileExistsError:
+            pass
+        except OSError as exc:  # a file system without hard links: the record counts for the workspace only
+            log.warning("justification %s not tallied to its writer: %s", path.name, _os_reason(exc))
 
     def _verify(self, raw: bytes, domain: str, key: str, path: Path) -> Record | None:
         if len(raw) > MAX_RECORD_BYTES:
@@ -241,6 +273,23 @@ class JustificationStore:
             assert self._key_path is not None
             self._secret = _load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
         return self._secret
+
+
+def owner_tag(principal: str | None) -> str:
+    """A principal as a file-name part (a digest: principals go into files workers can read)."""
+    return hashlib.sha256((principal or "").encode()).hexdigest()[:12]
+
+
+def _sizes(folder: Path) -> Iterator[tuple[str, int]]:
+    """The ``.json`` files of ``folder`` and their sizes, from one listing."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.name.endswith(".json") and not entry.name.startswith("."):
+            with contextlib.suppress(FileNotFoundError):
+                yield entry.name, entry.stat(follow_symlinks=False).st_size
 
 
 def state_dir() -> Path:

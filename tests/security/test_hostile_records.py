@@ -200,21 +200,43 @@ def test_open_questions_are_charged_to_the_sessions_output_quota(workspace_dir: 
     outputs share its --quota-session-mb, both ways."""
     gate, ledger = _gate_with_ledger(workspace_dir, Quota(session_bytes=12 * 1024))
     asked = 0
-    with pytest.raises(pending.TooManyOpenHints, match="--quota-session-mb"):
+    with pytest.raises(pending.ServerFilesQuota, match="--quota-session-mb"):
         for method in ("nearest", "bilinear", "cubic", "lanczos", "average", "mode", "max", "min", "med"):
             asked += len(_ask(gate, "conn-a", method))
     on_disk = sum(p.stat().st_size for p in (workspace_dir / ".preflight" / "pending").rglob("*.json"))
     assert asked > 0 and on_disk <= 12 * 1024
-    assert ledger.charged and ledger.charged[-1]("local") == (on_disk, on_disk)
+    assert [hook("local") for hook in ledger.charged] == [(on_disk, on_disk), (0, 0)]
     grant = ledger.begin("conn-a", "out.tif")
     ledger.abort("conn-a", grant.token)
     assert grant.max_bytes == 12 * 1024 - on_disk, "the session's output may still take the hints' bytes"
 
 
+def test_justification_records_are_charged_to_the_session_that_wrote_them(workspace_dir: Path) -> None:
+    """Guards against records, write-once and never expired, accumulating outside every quota: a
+    session's loop of new decisions, each justified, would otherwise fill the disk."""
+    gate, ledger = _gate_with_ledger(workspace_dir, Quota())
+    hints = _ask(gate, "conn-a", "nearest")
+    open_bytes = sum(hook("local")[0] for hook in ledger.charged)
+    ledger.quota = Quota(session_bytes=open_bytes + 100)
+    with pytest.raises(pending.ServerFilesQuota, match="The justification was not stored"):
+        gate.persist(
+            hints[0].hash, hints[0].domain, justification_for(hints[0].model_dump()), session="conn-a"
+        )
+    assert stored(workspace_dir) == []
+    ledger.quota = Quota()
+    for hint in hints:
+        gate.persist(hint.hash, hint.domain, justification_for(hint.model_dump()), session="conn-a")
+    records = sum(
+        p.stat().st_size for p in (workspace_dir / ".preflight" / "justifications").glob("*/*.json")
+    )
+    assert [hook("local") for hook in ledger.charged] == [(0, 0), (records, records)]
+    assert ledger.charged[1]("http-someone-else") == (0, records)
+
+
 def test_open_questions_are_never_written_into_the_disks_reserve(workspace_dir: Path) -> None:
     """Guards against hint files taking the free space kept for the store's records."""
     gate, _ = _gate_with_ledger(workspace_dir, Quota(reserve_bytes=1 << 62))
-    with pytest.raises(pending.TooManyOpenHints, match="--disk-reserve-mb"):
+    with pytest.raises(pending.ServerFilesQuota, match="--disk-reserve-mb"):
         _ask(gate, "conn-a", "nearest")
     assert not list((workspace_dir / ".preflight").rglob("pending/*/*.json"))
 
