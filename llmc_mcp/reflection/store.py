@@ -49,8 +49,8 @@ MAX_RECORD_BYTES = 128 * 1024
 arguments a CRS definition (EPSG's longest WKT is ~10 k characters), so real records stay far below;
 the bound keeps every record, and the provenance records that copy up to three of them, readable
 within their own limits (1 MiB) whatever a client sent."""
-TALLY_DIR = ".by"
-"""Under the records folder: one folder per writer (:func:`owner_tag`) of hard links to its records."""
+TALLY_DIR = "writers"
+"""Beside the records folder: one folder per writer (:func:`owner_tag`) of hard links to its records."""
 MAX_ANSWERED_BY_CHARS = 256
 MAX_REVIEW_CHARS = 2000
 
@@ -217,7 +217,7 @@ class JustificationStore:
         dropped = [record for record in self.records() if drop(record)]
         for record in dropped:
             path = self.path_for(record.domain, record.key)
-            for tally in self.records_dir.glob(f"{TALLY_DIR}/*/{record.domain}-{path.name}"):
+            for tally in self.root.glob(f"{TALLY_DIR}/*/{record.domain}-{path.name}"):
                 tally.unlink(missing_ok=True)
             path.unlink(missing_ok=True)
         return dropped
@@ -225,13 +225,13 @@ class JustificationStore:
     def charge(self, account: str) -> tuple[int, int]:
         """The bytes of the records ``account`` wrote and of all records, from listings alone (the
         output ledger's hook: records count in the session's and the workspace's quotas)."""
-        mine = sum(size for _, size in _sizes(self.records_dir / TALLY_DIR / owner_tag(account)))
+        mine = sum(size for _, size in _sizes(self.root / TALLY_DIR / owner_tag(account)))
         every = sum(size for domain in sorted(DOMAINS) for _, size in _sizes(self.records_dir / domain))
         return mine, every
 
     def _tally(self, path: Path, owner: str) -> None:
         """A hard link to the record under its writer's tag: its records are listed without reading one."""
-        tally = self.records_dir / TALLY_DIR / owner_tag(owner) / f"{path.parent.name}-{path.name}"
+        tally = self.root / TALLY_DIR / owner_tag(owner) / f"{path.parent.name}-{path.name}"
         try:
             tally.parent.mkdir(parents=True, exist_ok=True)
             os.link(path, tally)
