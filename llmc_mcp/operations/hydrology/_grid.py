@@ -165,23 +165,22 @@ def neighbour_distances(ds: DatasetReader, shown: str, argument: str) -> Neighbo
     with latitude row by row, and a projection's scale (Mercator, equal-area grids) is undone. They
     are measured in the middle column and checked at both ends of each row: a projection that changes
     the cells' ground shape along a row by more than MAX_SHAPE_SPREAD is refused. Without a CRS the
-    cell's width and height are taken as lengths in one unit.
+    cell's width and height are taken as lengths in one unit; in a local (engineering) CRS, in its
+    axes' units.
     """
     t = ds.transform
     rows = np.arange(ds.height, dtype="float64")
-    if ds.crs is None:
-        width, height = abs(t.a), abs(t.e)
+    horizontal = None if ds.crs is None else _horizontal(parse_crs(ds.crs.to_wkt()))
+    if horizontal is None or horizontal.ellipsoid is None:
+        # No CRS, or a local (engineering) one: the plane is the ground, in the axes' units.
+        units = (
+            [1.0, 1.0] if horizontal is None else [a.unit_conversion_factor for a in horizontal.axis_info[:2]]
+        )
+        width, height = abs(t.a) * units[0], abs(t.e) * units[-1]
         diagonal = math.hypot(width, height)
         full = np.ones_like(rows)
         return NeighbourDistances(width * full, height * full, diagonal * full, diagonal * full)
-    horizontal = _horizontal(parse_crs(ds.crs.to_wkt()))
     ellipsoid = horizontal.ellipsoid
-    if ellipsoid is None:
-        raise Refused(
-            f"{argument}: '{shown}' is in {horizontal.name!r}, which has no ellipsoid, so the ground "
-            "distances between its cells, which D8 divides drops by, are unknown.",
-            fix="Assign or reproject to a geographic or projected CRS with a datum (raster.reproject).",
-        )
     geod = Geod(a=ellipsoid.semi_major_metre, b=ellipsoid.semi_minor_metre)
     to_geo = Transformer.from_crs(horizontal, geographic_degrees(horizontal), always_xy=True)
 
