@@ -142,6 +142,8 @@ justified choices) outside any worker's CPU limit, so a pathological text must n
 HELPERS = 2
 """Helper processes that identify CRS text for sessions (:class:`Identifiers`); waiting for a free one
 counts against :data:`IDENTIFY_TIMEOUT`."""
+HELPER_MEMORY = 1024 * 1024 * 1024
+"""Address space of a helper: PROJ and its database need ~300 MiB; past the cap a parse fails, alone."""
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """Largest answer read from a helper: a WKT2 of the largest accepted definition, with room to spare."""
 
@@ -318,7 +320,13 @@ IDENTIFIERS = Identifiers()
 
 
 def serve_helper() -> None:
-    """A helper's loop (:class:`Identifiers`): identify each definition read, until stdin closes."""
+    """A helper's loop (:class:`Identifiers`): identify each definition read, until stdin closes.
+
+    Its address space is capped (:data:`HELPER_MEMORY`): it parses hostile text outside any worker.
+    """
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (HELPER_MEMORY, HELPER_MEMORY))
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:
