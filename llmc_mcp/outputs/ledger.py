@@ -99,8 +99,8 @@ class OutputLedger:
         self._lock = threading.RLock()
         self._pending: dict[str, dict[str, Any]] = {}
         self.charged: list[Callable[[str], tuple[int, int]]] = []
-        """Other files the server writes for sessions, charged to the same byte quotas (workflow states):
-        each gives the bytes of one account's files and of everyone's."""
+        """Other files the server writes for sessions, charged to the same byte quotas (workflow states,
+        pending hints, justification records): each gives the bytes of one account's and of everyone's."""
 
     # -------------------------------------------------------------------------------------- writing
 
@@ -635,7 +635,7 @@ def _account(session: str) -> str:
 
 
 def _charged_text(charged: int) -> str:
-    return f" and {_size(charged)} by workflow states" if charged else ""
+    return f" and {_size(charged)} by workflow states, open questions and justifications" if charged else ""
 
 
 def _usage(records: Iterable[OutputRecord]) -> _Usage:
