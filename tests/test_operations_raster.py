@@ -638,14 +638,17 @@ def test_reproject_failing_midway_leaves_no_partial_file(ctx: OperationContext, 
 
 
 def test_reproject_failing_midway_keeps_an_existing_destination(ctx: OperationContext, workspace_dir: Path):
-    (workspace_dir / "keep.tif").write_bytes(b"previous result")
+    """An earlier output (only llmc-mcp's own may be replaced) survives a rewrite that fails midway."""
+    call(raster.reproject, ctx, src="RGB.byte.tif", dst="keep.tif", dst_crs="EPSG:4326")
+    previous = (workspace_dir / "keep.tif").read_bytes()
     with pytest.raises(RasterError):
         call(raster.reproject, ctx, src="corrupt.tif", dst="keep.tif", dst_crs="EPSG:4326")
-    assert (workspace_dir / "keep.tif").read_bytes() == b"previous result"
+    assert (workspace_dir / "keep.tif").read_bytes() == previous
 
 
 def test_reproject_replaces_a_destination_and_its_stale_sidecar(ctx: OperationContext, workspace_dir: Path):
-    (workspace_dir / "old.tif").write_bytes(b"old")
+    """An earlier output's statistics sidecar would describe the old pixels: it goes with the old file."""
+    call(raster.reproject, ctx, src="RGB.byte.tif", dst="old.tif", dst_crs="EPSG:3857")
     (workspace_dir / "old.tif.aux.xml").write_text("<PAMDataset/>")
     result = call(raster.reproject, ctx, src="RGB.byte.tif", dst="old.tif", dst_crs="EPSG:4326")
     assert result.crs.epsg == 4326

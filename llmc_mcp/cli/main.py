@@ -169,10 +169,10 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
 
 
 _QUOTA_FLAGS = {
-    "quota_session_mb": ("MIB", "Bytes of outputs one session may keep (default 2048)."),
-    "quota_session_files": ("N", "Output files one session may keep (default 1000)."),
-    "quota_workspace_mb": ("MIB", "Bytes of llmc-mcp outputs in the workspace (default 20480)."),
-    "quota_workspace_files": ("N", "llmc-mcp output files in the workspace (default 10000)."),
+    "quota_session_mb": ("MIB", "Output MiB per session (default 2048)."),
+    "quota_session_files": ("N", "Output files per session (default 1000)."),
+    "quota_workspace_mb": ("MIB", "Output MiB per workspace (default 20480)."),
+    "quota_workspace_files": ("N", "Output files per workspace (default 10000)."),
     "disk_reserve_mb": ("MIB", "Free disk space no output may take, kept for the store (default 256)."),
 }
 
@@ -190,8 +190,7 @@ def _add_quota_flags(parser: argparse.ArgumentParser) -> None:
         "--allow-overwrite-originals",
         action="store_true",
         default=None,
-        help="Let an operation's dst replace a file llmc-mcp did not write (default: refused; files.remove "
-        f"still never deletes one). {_ENV}",
+        help=f"Allow dst to replace users' files. {_ENV}",
     )
 
 

@@ -38,7 +38,7 @@ from mcp import Client
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import RasterError
-from llmc_mcp.operations import OperationContext
+from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.raster.output import write_output
 from llmc_mcp.outputs import OutputLedger
 from llmc_mcp.server.app import build_server
@@ -372,7 +372,8 @@ def test_a_geotiff_that_does_not_read_back_whole_is_never_renamed_onto_dst(
     ctx: OperationContext, workspace_dir: Path, damage: str
 ) -> None:
     """Guards against: trusting a write that GDAL closed without an exception (a disk that lost the tail)."""
-    shutil.copy(workspace_dir / "shade.tif", workspace_dir / "dst.tif")
+    convert = get_operation("raster.convert")  # an earlier output: only llmc-mcp's own may be replaced
+    convert.run(ctx, convert.validate({"src": "shade.tif", "dst": "dst.tif"}))
     before = digest(workspace_dir / "dst.tif")
 
     class DamagedPlan:

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -261,7 +260,8 @@ def test_a_write_refused_midway_leaves_no_output_under_the_destination_name(
 
 
 def test_a_write_refused_midway_keeps_an_existing_destination(workspace_dir: Path) -> None:
-    shutil.copy(workspace_dir / "shade.tif", workspace_dir / "out.tif")
+    made = run_operation(str(workspace_dir), "raster.convert", {"src": "shade.tif", "dst": "out.tif"})
+    assert made["error"] is None, made  # an earlier output: only llmc-mcp's own may be replaced
     before = digest(workspace_dir / "out.tif")
     args = {"src": "world.byte.tif", "dst": "out.tif", "compress": "NONE"}
     params = {"workspace": str(workspace_dir), "operation": "raster.convert", "args": args, "limit": 1 << 20}
@@ -289,7 +289,8 @@ def test_a_corrupt_source_leaves_no_output_under_the_destination_name(
 
 
 def test_a_corrupt_source_keeps_an_existing_destination(workspace_dir: Path, ctx: OperationContext) -> None:
-    shutil.copy(workspace_dir / "shade.tif", workspace_dir / "from_corrupt.tif")
+    convert = get_operation("raster.convert")  # an earlier output: only llmc-mcp's own may be replaced
+    convert.run(ctx, convert.validate({"src": "shade.tif", "dst": "from_corrupt.tif"}))
     before = digest(workspace_dir / "from_corrupt.tif")
     with pytest.raises(RasterError, match="nothing was written"):
         get_operation("raster.convert").run(
@@ -307,7 +308,8 @@ def test_an_operation_killed_midway_never_leaves_a_partial_destination(workspace
     full = run_operation(str(workspace_dir), "raster.reproject", {**args, "dst": "full.tif"})
     assert full["error"] is None, full
     duration, width = full["seconds"], full["result"]["width"]
-    shutil.copy(workspace_dir / "shade.tif", workspace_dir / "kept.tif")
+    made = run_operation(str(workspace_dir), "raster.convert", {"src": "shade.tif", "dst": "kept.tif"})
+    assert made["error"] is None, made  # an earlier output: only llmc-mcp's own may be replaced
     before = digest(workspace_dir / "kept.tif")
     rng = random.Random(7)
     for round_ in range(4):

@@ -36,13 +36,13 @@ from llmc_mcp.provenance import lineage as lineage_module
 from llmc_mcp.provenance.authenticity import SIGNATURE_FIELD, content_digest
 from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.conformance import problems
-from llmc_mcp.provenance.lineage import lineage
 from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.workspace import Workspace
 from tests.rasters import write
 
 CONVERT = get_operation("raster.convert")
+LINEAGE = get_operation("provenance.lineage")
 RECORD = ".provenance.json"
 
 
@@ -58,6 +58,10 @@ class HandOver:
 
 def convert(ctx: OperationContext, src: str, dst: str, gate: HandOver | None = None) -> None:
     invoke(CONVERT, ctx, gate or HandOver(), {"src": src, "dst": dst})
+
+
+def lineage(ctx: OperationContext, path: str) -> Any:
+    return LINEAGE.run(ctx, LINEAGE.validate({"path": path}))
 
 
 def raster(path: Path, value: int) -> Path:
@@ -214,7 +218,7 @@ def test_a_committed_record_carries_the_servers_signature(ctx: OperationContext,
 
 
 def test_lineage_follows_the_genuine_record_not_a_planted_one(
-    ctx: OperationContext, workspace: Workspace, workspace_dir: Path
+    ctx: OperationContext, workspace_dir: Path
 ) -> None:
     """Guards against the review's forgery: an unsigned, conforming ``0.provenance.json`` claiming the
     output's bytes (named to be read first) shadowed the genuine record. It is listed as unverified
@@ -229,14 +233,14 @@ def test_lineage_follows_the_genuine_record_not_a_planted_one(
         "sha256": sha256_of(workspace_dir / "decoy.tif"),
     }
     plant(workspace_dir / f"0{RECORD}", unsigned(genuine, inputs=[forged_input]))
-    walked = lineage(workspace, "out.tif", ctx.outputs)
+    walked = lineage(ctx, "out.tif")
     assert [step.record for step in walked.steps] == [f"out.tif{RECORD}"]
     assert walked.originals == ["src.tif"]
     assert walked.unverified_records == [f"0{RECORD}"]
 
 
 def test_a_record_edited_after_it_was_sealed_is_unverified(
-    ctx: OperationContext, workspace: Workspace, workspace_dir: Path
+    ctx: OperationContext, workspace_dir: Path
 ) -> None:
     """Guards against a seal checked for presence only: the genuine record, its inputs rewritten and
     its signature kept, no longer counts (the output then reads as an original)."""
@@ -250,13 +254,13 @@ def test_a_record_edited_after_it_was_sealed_is_unverified(
         "sha256": sha256_of(workspace_dir / "decoy.tif"),
     }
     plant(workspace_dir / f"out.tif{RECORD}", {**genuine, "inputs": [forged_input]})
-    walked = lineage(workspace, "out.tif", ctx.outputs)
+    walked = lineage(ctx, "out.tif")
     assert walked.steps == [] and walked.originals == ["out.tif"]
     assert walked.unverified_records == [f"out.tif{RECORD}"]
 
 
 def test_a_flood_of_planted_records_cannot_push_the_genuine_one_out(
-    ctx: OperationContext, workspace: Workspace, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Guards against a walk that reads the first MAX_RECORDS record files it finds: more junk than that
     (here MAX_RECORDS + 10, the limit lowered to keep the test small) hid the genuine record."""
@@ -266,7 +270,7 @@ def test_a_flood_of_planted_records_cannot_push_the_genuine_one_out(
     genuine = record_of(workspace_dir / "deep" / "out.tif")
     for n in range(15):
         plant(workspace_dir / f"{n:02d}{RECORD}", unsigned(genuine, operation=f"raster.junk{n}"))
-    walked = lineage(workspace, "deep/out.tif", ctx.outputs)
+    walked = lineage(ctx, "deep/out.tif")
     assert [step.record for step in walked.steps] == [f"deep/out.tif{RECORD}"]
     assert walked.originals == ["src.tif"]
     assert len(walked.unverified_records) == 5
