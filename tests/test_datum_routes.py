@@ -81,13 +81,16 @@ def test_monte_mario_rome_in_piedmont_goes_through_monte_mario_not_a_ballpark(ct
     assert "'Monte Mario' (EPSG:4265)" in result.note
 
 
-def test_monte_mario_rome_in_sardinia_keeps_the_direct_sardinia_operation(ctx: OperationContext):
-    """Guards against routes replacing a direct operation that covers the points."""
+def test_monte_mario_rome_in_sardinia_takes_the_most_accurate_covering_operation(ctx: OperationContext):
+    """Guards against PROJ's first candidate kept because it covers the points: Sardinia's own
+    operation (44 m) covers them, but the route through Monte Mario with Monte Mario to WGS 84 (4)
+    covers them too, to 4 m."""
     result = transform(ctx, [(9.0 - ROME, 40.0)], "EPSG:4806", "EPSG:4326")
-    assert result.operation.name == "Monte Mario (Rome) to Monte Mario (1) + Monte Mario to WGS 84 (1)"
-    assert result.operation.accuracy_m == 44.0
+    assert result.operation.name == "Monte Mario (Rome) to Monte Mario (1) + Monte Mario to WGS 84 (4)"
+    assert result.operation.accuracy_m == 4.0
     assert result.covers_points is True
-    assert metres(result.points[0], MONTE_MARIO_SARDINIA.transform(9.0, 40.0)) < 0.01
+    assert metres(result.points[0], MONTE_MARIO_4.transform(9.0, 40.0)) < 0.5
+    assert metres(result.points[0], MONTE_MARIO_SARDINIA.transform(9.0, 40.0)) > 1.0
 
 
 def test_monte_mario_rome_across_sardinia_and_piedmont_takes_the_route_covering_both(ctx: OperationContext):
