@@ -23,6 +23,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
+from llmc_mcp.reflection.examples import EXAMPLE_JUSTIFICATIONS
 from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 SAMPLE = "RGB.byte.tif"
@@ -31,41 +32,7 @@ INDEX = "grvi.tif"
 INDEX_EXPRESSION = "(green - red) / (green + red)"
 """The green-red vegetation index: the sample is a visible-light RGB scene, so no near infrared for NDVI."""
 INDEX_INPUTS = {"red": {"path": SAMPLE, "band": 1}, "green": {"path": SAMPLE, "band": 2}}
-JUSTIFICATIONS = {
-    "crs_datum": {
-        "intent": "Overlay a Landsat RGB scene on a web map whose layers are stored in WGS 84 lat/lon.",
-        "alternatives": [
-            {
-                "method": "EPSG:3857",
-                "why_not": "The other layers are in lat/lon; Web Mercator would need a "
-                "second reprojection on display.",
-            },
-            {
-                "method": "keep EPSG:32618",
-                "why_not": "The viewer cannot place UTM data next to lat/lon layers.",
-            },
-        ],
-        "choice": {
-            "method": "EPSG:4326",
-            "rationale": "Same CRS and datum (WGS 84) as every other layer.",
-            "tradeoffs": "Degrees are not square on the ground at 35N; areas must not be measured on it.",
-        },
-        "confidence": "high",
-    },
-    "resampling": {
-        "intent": "Continuous reflectance imagery for viewing; smooth tones matter, exact values do not.",
-        "alternatives": [
-            {"method": "nearest", "why_not": "Stair-step artefacts along edges when the grid rotates."},
-            {"method": "cubic", "why_not": "Overshoots at sharp edges and costs more for no visible gain."},
-        ],
-        "choice": {
-            "method": "bilinear",
-            "rationale": "Smooth interpolation of continuous values.",
-            "tradeoffs": "Slight smoothing; output values are new (interpolated) numbers.",
-        },
-        "confidence": "medium",
-    },
-}
+JUSTIFICATIONS = EXAMPLE_JUSTIFICATIONS
 
 
 @dataclass
