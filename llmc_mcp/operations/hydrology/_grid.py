@@ -45,9 +45,10 @@ from llmc_mcp.operations.raster.output import (
 from llmc_mcp.operations.raster.pixels import read_valid
 
 MAX_CELLS = 16_777_216
-"""Cells (4096 x 4096) a routing operation holds at once. Routing peaks at about 32 MiB per million
-cells above the worker's baseline (bench/hydrology.py: 540 MiB at this size), which leaves room in a
-code-mode worker's default 2 GiB address space with GDAL, numba and LLVM loaded."""
+"""Cells (4096 x 4096) a routing operation holds at once. Routing peaks at about 38 MiB per million
+cells above the worker's baseline (bench/hydrology.py: accumulation 640 MiB at this size, D8
+directions 400 MiB), which leaves room in a code-mode worker's default 2 GiB address space with
+GDAL, numba and LLVM loaded."""
 
 D8_NODATA = 247
 """pyflwdir's nodata value for D8 grids; written as the output's declared nodata."""
