@@ -24,7 +24,7 @@ from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists
 from llmc_mcp.reflection.pending import PendingHints
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import Justification, validate_justification
-from llmc_mcp.reflection.specs import DOMAINS, Decision
+from llmc_mcp.reflection.specs import DOMAINS, Decision, subject_of
 from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
 from llmc_mcp.sessions import principal
 
@@ -164,33 +164,37 @@ class Gate:
         session: str | None = None,
         answered_by: str | None = None,
         review: dict[str, Any] | None = None,
+        supersede: bool = False,
     ) -> PersistResult:
         """Validate and store a justification for a hint this gate issued to ``session``.
 
-        Records are write-once: a key that already holds a valid record is refused (the first
-        reasoning stays, whoever asks), and a hint is consumed by the persist that answers it.
-        ``answered_by`` names who wrote it when not the agent (the host's model, by sampling);
-        ``review`` is a person's approval of it.
+        Records are write-once for everyone but their writer: a key that already holds a valid
+        record is refused, and a hint is consumed by the persist that answers it. With
+        ``supersede``, the principal that wrote the record replaces it (no hint needed: the record
+        names its decision); the old record is kept, linked to its successor. ``answered_by`` names
+        who wrote it when not the agent (the host's model, by sampling); ``review`` is a person's
+        approval of it.
         """
-        hint, decision, valid = self.vet(hash, domain, justification, session=session)
+        hint, decision, valid = self.vet(hash, domain, justification, session=session, supersede=supersede)
         key = hint.hash
+        owner = principal(session)
+        record = Record(
+            key=key,
+            domain=hint.domain,
+            operation=hint.operation,
+            prompt=hint.prompt,
+            prompt_args=decision.args,
+            prompt_hash=self.prompts.get(hint.prompt).hash,
+            justification=valid,
+            answered_by=answered_by,
+            review=review,
+        )
+        admit = lambda size: self.pending.admit_record(owner, size)  # noqa: E731
+        if supersede:
+            self.store.supersede(record, owner=owner, admit=admit)
+            return PersistResult(hash=key, domain=hint.domain, operation=hint.operation, prompt=hint.prompt)
         try:
-            owner = principal(session)
-            self.store.put(
-                Record(
-                    key=key,
-                    domain=hint.domain,
-                    operation=hint.operation,
-                    prompt=hint.prompt,
-                    prompt_args=decision.args,
-                    prompt_hash=self.prompts.get(hint.prompt).hash,
-                    justification=valid,
-                    answered_by=answered_by,
-                    review=review,
-                ),
-                owner=owner,
-                admit=lambda size: self.pending.admit_record(owner, size),
-            )
+            self.store.put(record, owner=owner, admit=admit)
         except RecordExists:
             self.pending.consume(hint.domain, key)
             raise
@@ -198,17 +202,28 @@ class Gate:
         return PersistResult(hash=key, domain=hint.domain, operation=hint.operation, prompt=hint.prompt)
 
     def vet(
-        self, hash: object, domain: object, justification: object, *, session: str | None = None
+        self,
+        hash: object,
+        domain: object,
+        justification: object,
+        *,
+        session: str | None = None,
+        supersede: bool = False,
     ) -> tuple[Hint, Decision, Justification]:
         """Everything :meth:`persist` checks, without storing: the hint, its decision, the valid
         justification. For a step between validation and the write (a person's review)."""
         key, domain = check_key(hash), check_domain(domain)
+        if supersede:
+            return self._vet_replacement(key, domain, justification, principal(session))
         issued = self._issued(key, principal(session))
         if issued is None and self.store.get(domain, key) is not None:
             # Answered meanwhile (by this caller in another process, or by anyone): say so plainly.
             raise RecordExists(
-                f"The {domain} decision {key} is already justified; a record is never replaced.",
-                fix="Nothing to persist: run the operation again, it will proceed.",
+                f"The {domain} decision {key} is already justified; only the session that wrote the "
+                "record may replace it.",
+                fix="Nothing to persist: run the operation again, it will proceed. If you wrote that "
+                "justification and it is wrong, persist the right one with supersede=True; otherwise "
+                f"the workspace's owner can run: llmc-mcp justifications revoke {key}",
             )
         if issued is None:
             # Another session's hint is reported exactly like an unknown one: nothing is learnt.
@@ -223,6 +238,46 @@ class Gate:
                 f"The hash {key} belongs to domain {hint.domain!r}, not {domain!r}.",
                 fix=f"Persist it with domain={hint.domain!r}.",
             )
+        return hint, decision, validate_justification(justification, decision, hint.prompt_text)
+
+    def _vet_replacement(
+        self, key: str, domain: str, justification: object, owner: str | None
+    ) -> tuple[Hint, Decision, Justification]:
+        """The stored record's decision, when ``owner`` wrote it, with ``justification`` validated.
+
+        Only the record's writer may replace it: another principal's reasoning is theirs to keep, and
+        the workspace's owner revokes from the command line.
+        """
+        current = self.store.get(domain, key)
+        if current is None:
+            raise NotFound(
+                f"No {domain} record {key} to supersede.",
+                fix="Persist without supersede, with the hash of the hint the operation gave.",
+            )
+        if not self.store.written_by(domain, key, owner):
+            raise RecordExists(
+                f"The {domain} decision {key} was justified by another session; only its writer may "
+                "supersede it.",
+                fix="Ask the workspace's owner to review it: llmc-mcp justifications show "
+                f"{key}, then llmc-mcp justifications revoke {key} if it is wrong.",
+            )
+        subject = subject_of(current.domain, current.prompt)
+        if subject is None:
+            raise InvalidArgument(
+                f"The {domain} record {key} was made by a prompt this server no longer asks "
+                f"({current.prompt!r}).",
+                fix=f"Ask the workspace's owner to revoke it: llmc-mcp justifications revoke {key}",
+            )
+        decision = Decision(current.domain, current.prompt, dict(current.prompt_args), subject)
+        template = self.prompts.get(current.prompt)
+        hint = Hint(
+            domain=current.domain,
+            prompt=current.prompt,
+            prompt_args=current.prompt_args,
+            hash=key,
+            prompt_text=template.render(current.prompt_args),
+            operation=current.operation,
+        )
         return hint, decision, validate_justification(justification, decision, hint.prompt_text)
 
     def _issued(self, key: str, owner: str | None) -> tuple[Hint, Decision] | None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmc_mcp.reflection.schema import UNSAFE_CHAR
-from llmc_mcp.reflection.store import Record
+from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.workspace import Workspace
 
 Confidence = Literal["low", "medium", "high"]
@@ -31,10 +31,13 @@ class Selection(BaseModel):
     newer_than_days: float | None = Field(None, ge=0)
     older_than_days: float | None = Field(None, ge=0)
     min_confidence: Confidence | None = None
+    keys: list[str] | None = None
 
     def keeps(self, record: Record, now: datetime) -> bool:
         age = now - datetime.fromisoformat(record.created_at)
         if self.domain is not None and record.domain != self.domain:
+            return False
+        if self.keys is not None and record.key not in self.keys:
             return False
         if self.newer_than_days is not None and age > timedelta(days=self.newer_than_days):
             return False
@@ -64,13 +67,39 @@ class DecisionEntry(BaseModel):
     review: dict[str, Any] | None = Field(
         description="The user's approval, when --min-confidence asked for one."
     )
-    outputs: list[str] = Field(description="Workspace files whose provenance record cites this decision.")
+    outputs: list[str] = Field(
+        description="Workspace files whose provenance record cites this justification of the decision."
+    )
+    status: Literal["current", "superseded", "revoked"] = Field(
+        "current",
+        description="'superseded': replaced by a newer justification of the same decision (its writer's); "
+        "'revoked': withdrawn by the workspace's owner. Outputs listed under such an entry were made "
+        "under reasoning that no longer stands.",
+    )
+    superseded_by: dict[str, Any] | None = Field(
+        None, description="The successor's created_at and digest, or when and by whom it was revoked."
+    )
+    supersedes: dict[str, Any] | None = Field(
+        None, description="The record this one replaced: its created_at, digest and file."
+    )
+
+
+def every_record(store: JustificationStore) -> Iterable[Record]:
+    """The current records and the superseded or revoked ones kept beside them."""
+    yield from store.records()
+    yield from store.superseded_records()
 
 
 def decisions(
     records: Iterable[Record], workspace: Workspace, selection: Selection | None = None
 ) -> list[DecisionEntry]:
-    """The selected records, oldest first, each with the outputs whose records cite it."""
+    """The selected records, oldest first, each with the outputs whose records cite it.
+
+    An output's provenance names the justification it was made under by key and ``justified_at``:
+    outputs are listed under that very record, so those made under a superseded or revoked one are
+    shown under it, not credited to its successor. A record citing a key without a time (written
+    before times were recorded) counts for the current record.
+    """
     now = datetime.now(UTC)
     chosen = [r for r in records if selection is None or selection.keeps(r, now)]
     behind = _outputs_by_decision(workspace) if chosen else {}
@@ -89,10 +118,22 @@ def decisions(
             created_at=r.created_at,
             answered_by=r.answered_by,
             review=r.review,
-            outputs=sorted(behind.get(r.key, ())),
+            outputs=sorted(
+                behind.get((r.key, r.created_at), set())
+                | (behind.get((r.key, None), set()) if r.superseded_by is None else set())
+            ),
+            status=_status(r),
+            superseded_by=r.superseded_by,
+            supersedes=r.supersedes,
         )
         for r in sorted(chosen, key=lambda r: r.created_at)
     ]
+
+
+def _status(record: Record) -> Literal["current", "superseded", "revoked"]:
+    if record.superseded_by is None:
+        return "current"
+    return "revoked" if "revoked_at" in record.superseded_by else "superseded"
 
 
 def to_markdown(entries: list[DecisionEntry], workspace: Workspace) -> str:
@@ -127,8 +168,11 @@ def to_markdown(entries: list[DecisionEntry], workspace: Workspace) -> str:
                 f"- **Approved by the user:** {md(str(entry.review.get('at')))} "
                 f"{md(str(entry.review.get('comment') or ''))}"
             )
+        if entry.status != "current" and entry.superseded_by is not None:
+            lines.append(f"- **{entry.status.capitalize()}:** {md(_successor(entry.superseded_by))}")
         outputs = ", ".join(markdown_code(o) for o in entry.outputs) or "none in the workspace now"
-        lines.append(f"- **Outputs:** {outputs}")
+        label = "Outputs" if entry.status == "current" else f"Outputs made under this {entry.status} one"
+        lines.append(f"- **{label}:** {outputs}")
     return "\n".join(lines) + "\n"
 
 
@@ -166,6 +210,12 @@ def one_line(text: str) -> str:
     return UNSAFE_CHAR.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", folded)
 
 
+def _successor(link: dict[str, Any]) -> str:
+    if "revoked_at" in link:
+        return f"revoked {link.get('revoked_at')} by {link.get('by')}; the decision is asked for again"
+    return f"replaced {link.get('created_at')} by a newer justification of the same decision"
+
+
 def _key(key: str) -> str:
     """A record's key for a code span; keys are checked ``sha256:<hex>`` when read, so this changes none."""
     return re.sub(r"[^0-9a-z:]", "", key)
@@ -175,12 +225,13 @@ def _args(decision: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in decision.items())
 
 
-def _outputs_by_decision(workspace: Workspace) -> dict[str, set[str]]:
+def _outputs_by_decision(workspace: Workspace) -> dict[tuple[str, str | None], set[str]]:
     from llmc_mcp.provenance.lineage import authentic_records
 
-    behind: dict[str, set[str]] = {}
+    behind: dict[tuple[str, str | None], set[str]] = {}
     for content in authentic_records(workspace).values():
         for item in content.get("x-llmc:justifications", []):
             if isinstance(item, dict) and isinstance(item.get("key"), str):
-                behind.setdefault(item["key"], set()).add(str(content["output"]["path"]))
+                when = item.get("justified_at") if isinstance(item.get("justified_at"), str) else None
+                behind.setdefault((item["key"], when), set()).add(str(content["output"]["path"]))
     return behind

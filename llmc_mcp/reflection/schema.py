@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llmc_mcp.errors import JustificationInvalid
+from llmc_mcp.reflection.shipped import copy_problem, normalized
 from llmc_mcp.reflection.specs import Decision, normalize_subject
 
 MAX_JUSTIFICATION_CHARS = 16_000
@@ -117,7 +118,7 @@ def validate_justification(payload: Any, decision: Decision, prompt_text: str = 
         ]
     fields = _text_fields(payload)
     errors += _tie_problems(fields, decision)
-    errors += _content_problems(fields, _normalized(prompt_text))
+    errors += _content_problems(fields, _normalized(prompt_text), decision)
     if errors or justification is None:
         _fail(errors or ["justification: not a justification"])
     return justification
@@ -166,8 +167,9 @@ def _tie_problems(fields: dict[str, str], decision: Decision) -> list[str]:
     return problems
 
 
-def _content_problems(fields: dict[str, str], prompt: str) -> list[str]:
+def _content_problems(fields: dict[str, str], prompt: str, decision: Decision) -> list[str]:
     problems = []
+    method = normalized(str(decision.args.get(decision.subject, "")))
     for path, text in fields.items():
         if path.endswith("method"):
             continue
@@ -182,6 +184,8 @@ def _content_problems(fields: dict[str, str], prompt: str) -> list[str]:
         own = _normalized(text)
         if prompt and len(own.split()) >= _COPY_MIN_WORDS and own in prompt:
             problems.append(f"{path}: repeats the prompt's text; answer it about your data instead")
+        elif (copied := copy_problem(path, text, decision.domain, method)) is not None:
+            problems.append(copied)
     return problems
 
 

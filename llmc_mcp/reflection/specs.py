@@ -246,3 +246,21 @@ HYDROLOGY_STREAM_THRESHOLD = ReflectionSpec(
     decision=_stream_threshold,
     when="always: the drainage area (threshold, in its units) that makes a cell a channel",
 )
+
+SPECS: tuple[ReflectionSpec, ...] = (
+    REPROJECT_CRS,
+    REPROJECT_RESAMPLING,
+    ALIGN_CRS,
+    MERGE_AGGREGATION,
+    MERGE_RESAMPLING,
+    CONVERT_LOSSY,
+    CONVERT_OVERVIEWS,
+    HYDROLOGY_CONDITION,
+    HYDROLOGY_ROUTING,
+    HYDROLOGY_STREAM_THRESHOLD,
+)
+
+
+def subject_of(domain: str, prompt: str) -> str | None:
+    """The decision arg a justification's ``choice.method`` names, for a stored record's domain and prompt."""
+    return next((s.subject for s in SPECS if s.domain == domain and s.prompt == prompt), None)

@@ -49,6 +49,11 @@ MAX_RECORD_BYTES = 128 * 1024
 arguments a CRS definition (EPSG's longest WKT is ~10 k characters), so real records stay far below;
 the bound keeps every record, and the provenance records that copy up to three of them, readable
 within their own limits (1 MiB) whatever a client sent."""
+SUPERSEDED_DIR = "superseded"
+"""Inside each domain's folder: the records a newer one replaced or the owner revoked, kept as they
+were (re-signed with the link to their successor), named ``<key hex>.<n>.json``."""
+MAX_SUPERSEDED = 100
+"""Superseded records kept per key: a writer replacing its own record in a loop fills no disk."""
 TALLY_DIR = "writers"
 """Beside the records folder: one folder per writer (:func:`owner_tag`) of hard links to its records."""
 MAX_ANSWERED_BY_CHARS = 256
@@ -65,13 +70,21 @@ class Record(BaseModel):
     prompt: str
     prompt_args: dict[str, Any]
     prompt_hash: str
-    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="microseconds"))
+    """Microseconds: a record superseded within the second it was written is told from its successor
+    (provenance names the justification an output was made under by key and this time)."""
     justification: Justification
     answered_by: PlainText | None = Field(None, max_length=MAX_ANSWERED_BY_CHARS)
     """Who wrote the justification when it was not the agent: ``sampling: <model>`` for one the host's
     model gave when the server asked it (:mod:`llmc_mcp.reflection.sampling`)."""
     review: dict[str, Any] | None = None
     """A person's review of a low-confidence justification: ``{"action": "accept", ...}``."""
+    supersedes: dict[str, Any] | None = None
+    """The record this one replaced (``created_at``, ``digest``, ``file``): kept, never overwritten."""
+    superseded_by: dict[str, Any] | None = None
+    """On a record kept under ``superseded/``: its successor's ``created_at`` (the successor is the
+    key's record, whose ``supersedes`` names this one by digest), or ``{"revoked_at": ..., "by": ...}``
+    when the workspace's owner revoked it without a successor."""
     digest: str = ""
 
     @field_validator("review")
@@ -94,7 +107,8 @@ class Record(BaseModel):
         Fields added since version 1 are covered when set and left out when not, so a record written
         before they existed verifies as it always did.
         """
-        unset = {name for name in ("answered_by", "review") if getattr(self, name) is None}
+        optional = ("answered_by", "review", "supersedes", "superseded_by")
+        unset = {name for name in optional if getattr(self, name) is None}
         data = self.model_dump(mode="json", exclude={"digest", *unset})
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -159,9 +173,12 @@ class JustificationStore:
         forged, stale) is not a record and is replaced; a valid one is kept and
         :class:`RecordExists` raised.
         """
+        revoked = self._revoked_predecessor(record.domain, record.key)
+        if revoked is not None and record.supersedes is None:
+            record = record.model_copy(update={"supersedes": revoked})
         signed = record.model_copy(update={"digest": self._sign(record)})
         path = self.path_for(signed.domain, signed.key)
-        data = json.dumps(signed.model_dump(mode="json"), indent=1, ensure_ascii=False).encode()
+        data = _encode(signed)
         if len(data) > MAX_RECORD_BYTES:
             raise InvalidArgument(
                 f"The {signed.domain} record would take {len(data)} bytes; a record may take at most "
@@ -190,6 +207,110 @@ class JustificationStore:
                 fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
             ) from None
         return signed
+
+    def written_by(self, domain: str, key: str, owner: str | None) -> bool:
+        """Whether the record for ``key`` is the one ``owner`` wrote (its tally links to the same file)."""
+        path = self.path_for(domain, key)
+        tally = self.root / TALLY_DIR / owner_tag(owner) / f"{path.parent.name}-{path.name}"
+        try:
+            return os.path.samefile(path, tally)
+        except OSError:
+            return False
+
+    def supersede(
+        self, record: Record, *, owner: str | None, admit: Callable[[int], None] | None = None
+    ) -> Record:
+        """Replace the record for ``record.key`` by ``record``, keeping the old one linked to it.
+
+        The caller has checked that ``owner`` wrote the current record (:meth:`written_by`). The old
+        record is first kept under ``superseded/``, re-signed with ``superseded_by``; only then does
+        the new one, which names it in ``supersedes``, take the key's name (``os.replace``): a crash
+        between the two leaves the old record current and a copy of it, never neither.
+        """
+        current = self.get(record.domain, record.key)
+        if current is None:
+            return self.put(record, owner=owner, admit=admit)
+        # The successor is found by its key and created_at (its digest covers the link back here,
+        # so the kept copy cannot name it without a circle).
+        new = record.model_copy(update={"supersedes": None})
+        kept = self._keep_superseded(current, {"created_at": new.created_at}, admit)
+        linked = new.model_copy(
+            update={"supersedes": {"created_at": current.created_at, "digest": current.digest, "file": kept}}
+        )
+        signed = linked.model_copy(update={"digest": self._sign(linked)})
+        data = _encode(signed)
+        if admit is not None:
+            admit(len(data))
+        path = self.path_for(signed.domain, signed.key)
+        try:
+            old_tallies = list(self.root.glob(f"{TALLY_DIR}/*/{signed.domain}-{path.name}"))
+            atomic_write(path, data)
+            for tally in old_tallies:
+                tally.unlink(missing_ok=True)
+            if owner is not None:
+                self._tally(path, owner)
+        except OSError as exc:
+            raise StoreError(
+                f"Could not write the justification store ({_os_reason(exc)}).",
+                fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
+            ) from None
+        return signed
+
+    def revoke(self, domain: str, key: str, *, by: str) -> Record | None:
+        """Withdraw the record for ``key`` (the workspace owner's command line): it is kept under
+        ``superseded/`` marked revoked, and the next operation making the decision asks again."""
+        current = self.get(domain, key)
+        if current is None:
+            return None
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        self._keep_superseded(current, {"revoked_at": now, "by": by}, None)
+        path = self.path_for(domain, key)
+        for tally in self.root.glob(f"{TALLY_DIR}/*/{domain}-{path.name}"):
+            tally.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        return current
+
+    def superseded_records(self) -> Iterator[Record]:
+        """Every verified record kept under a domain's ``superseded/`` folder."""
+        for domain in sorted(DOMAINS):
+            folder = self.records_dir / domain / SUPERSEDED_DIR
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.json")):
+                key = "sha256:" + path.name.split(".", 1)[0]
+                if not KEY_PATTERN.match(key):
+                    continue
+                with contextlib.suppress(OSError):
+                    record = self._verify(_read_bounded(path), domain, key, path)
+                    if record is not None and record.superseded_by is not None:
+                        yield record
+
+    def _keep_superseded(
+        self, current: Record, successor: dict[str, Any], admit: Callable[[int], None] | None
+    ) -> str:
+        """Write ``current``, marked with its successor, under a new name in ``superseded/``."""
+        folder = self.records_dir / current.domain / SUPERSEDED_DIR
+        stem = current.key.removeprefix("sha256:")
+        marked = current.model_copy(update={"superseded_by": successor, "digest": ""})
+        marked = marked.model_copy(update={"digest": self._sign(marked)})
+        data = _encode(marked)
+        if admit is not None:
+            admit(len(data))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for n in range(MAX_SUPERSEDED):
+                target = folder / f"{stem}.{n}.json"
+                if _exclusive_write(target, data):
+                    return f"{SUPERSEDED_DIR}/{target.name}"
+        except OSError as exc:
+            raise StoreError(
+                f"Could not keep the superseded justification ({_os_reason(exc)}).",
+                fix="Free disk space or make <workspace>/.preflight writable, then try again.",
+            ) from None
+        raise InvalidArgument(
+            f"The {current.domain} decision {current.key} has been replaced {MAX_SUPERSEDED} times already.",
+            fix="Ask the workspace's owner to prune its old records (llmc-mcp justifications prune --key).",
+        )
 
     def records(self) -> Iterator[Record]:
         """Every verified record, for reports; bad files are skipped and logged."""
@@ -221,6 +342,22 @@ class JustificationStore:
                 tally.unlink(missing_ok=True)
             path.unlink(missing_ok=True)
         return dropped
+
+    def _revoked_predecessor(self, domain: str, key: str) -> dict[str, Any] | None:
+        """The newest revoked record of ``key``, as a ``supersedes`` link for the record that follows it."""
+        folder = self.records_dir / domain / SUPERSEDED_DIR
+        stem = check_key(key).removeprefix("sha256:")
+        revoked: list[tuple[Record, Path]] = []
+        for path in sorted(folder.glob(f"{stem}.*.json")) if folder.is_dir() else ():
+            with contextlib.suppress(OSError):
+                record = self._verify(_read_bounded(path), domain, key, path)
+                if record is not None and "revoked_at" in (record.superseded_by or {}):
+                    revoked.append((record, path))
+        if not revoked:
+            return None
+        record, path = max(revoked, key=lambda pair: pair[0].created_at)
+        kept = f"{SUPERSEDED_DIR}/{path.name}"
+        return {"created_at": record.created_at, "digest": record.digest, "file": kept}
 
     def charge(self, account: str) -> tuple[int, int]:
         """The bytes of the records ``account`` wrote and of all records, from listings alone (the
@@ -273,6 +410,10 @@ class JustificationStore:
             assert self._key_path is not None
             self._secret = _load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
         return self._secret
+
+
+def _encode(record: Record) -> bytes:
+    return json.dumps(record.model_dump(mode="json"), indent=1, ensure_ascii=False).encode()
 
 
 def owner_tag(principal: str | None) -> str:

@@ -152,9 +152,11 @@ def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) 
 
 
 def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
-    def persist(hash: str, domain: str, justification: dict[str, Any]) -> dict[str, Any]:
-        """Store a justification for a hint; raises ApiError with field-level errors if invalid."""
-        params = {"hash": hash, "domain": domain, "justification": justification}
+    def persist(
+        hash: str, domain: str, justification: dict[str, Any], supersede: bool = False
+    ) -> dict[str, Any]:
+        """Store a justification for a hint (or replace this session's own with ``supersede``)."""
+        params = {"hash": hash, "domain": domain, "justification": justification, "supersede": supersede}
         return _trusted(host.request, "gate.persist", params)
 
     def prompt(name: str, **args: Any) -> str:

@@ -149,6 +149,13 @@ def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:
                 "tradeoffs}, confidence: low|medium|high}"
             ),
         ],
+        supersede: Annotated[
+            bool,
+            Field(
+                description="Replace the justification this session stored for hash (it is kept, "
+                "marked superseded); no hint needed."
+            ),
+        ] = False,
     ) -> CallToolResult | InputRequiredResult:
         # A stateless request has no session: its hints are bound to every stateless caller alike.
         session = session_key(ctx) or STATELESS_PREFIX
@@ -166,6 +173,7 @@ def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:
                     justification,
                     session=session,
                     timeout=settings.review_timeout,
+                    supersede=supersede,
                 )
             except Exception as exc:
                 return exception_result(exc, "persist_justification")
@@ -175,7 +183,9 @@ def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:
 
         # The user's review of a weak justification reaches a 2026-07-28 client only through a retry.
         if needs_resuming(ctx, "hints", settings.min_confidence):
-            arguments = {"hash": hash, "domain": domain, "justification": justification}
+            arguments = {
+                "hash": hash, "domain": domain, "justification": justification, "supersede": supersede
+            }
             return await calls.run(ctx, session_key(ctx), arguments, work)
         return await work()
 

@@ -22,7 +22,7 @@ import anyio
 from llmc_mcp.errors import InvalidArgument, LlmcError
 from llmc_mcp.operations import Operation, get_operation
 from llmc_mcp.reflection.gate import Hint
-from llmc_mcp.reflection.report import decisions
+from llmc_mcp.reflection.report import decisions, every_record
 from llmc_mcp.reflection.sampling import justify
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
@@ -292,11 +292,12 @@ class HostRequests:
             params.get("justification"),
             session=_session(),
             timeout=self._review_timeout,
+            supersede=params.get("supersede") is True,
         )
         return result.model_dump()
 
     def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        entries = decisions(self._gate.store.records(), self._workspace)
+        entries = decisions(every_record(self._gate.store), self._workspace)
         return [entry.model_dump() for entry in entries]
 
 

@@ -61,17 +61,24 @@ async def persist_reviewed(
     session: str | None,
     answered_by: str | None = None,
     timeout: float = 300.0,
+    supersede: bool = False,
 ) -> PersistResult:
     """``gate.persist``, with the user's review first when the justification is below ``minimum``."""
     hint, _decision, valid = await anyio.to_thread.run_sync(
-        lambda: gate.vet(hash, domain, justification, session=session)
+        lambda: gate.vet(hash, domain, justification, session=session, supersede=supersede)
     )
     review = None
     if needs_review(valid, minimum):
         review = await ask_person(ctx, _message(hint, valid, minimum), timeout)
     return await anyio.to_thread.run_sync(
         lambda: gate.persist(
-            hash, domain, justification, session=session, answered_by=answered_by, review=review
+            hash,
+            domain,
+            justification,
+            session=session,
+            answered_by=answered_by,
+            review=review,
+            supersede=supersede,
         )
     )
 
