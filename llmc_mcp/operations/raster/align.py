@@ -66,7 +66,7 @@ def align(
         Field(description="Workspace-relative raster whose grid (CRS, transform, size) the output takes."),
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
     ],
     resampling: Annotated[
         Resampling,

@@ -74,7 +74,7 @@ def clip(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
     ],
     bounds: Annotated[
         tuple[float, float, float, float] | None,

@@ -95,7 +95,7 @@ def reclassify(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); replaced if it exists.")
+        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
     ],
     rules: ReclassRules,
     default: Annotated[
