@@ -46,6 +46,7 @@ from mcp.types import CallToolResult, CreateMessageResult, TextContent
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import NAMESPACES
 from llmc_mcp.server.app import build_server
+from llmc_mcp.server.results import result_data
 from llmc_mcp.stubs.render import StubSet
 from llmc_mcp.tokens import count_json_tokens, count_tokens
 
@@ -227,7 +228,7 @@ async def classic_task(client: Client, session: Session, task: str) -> None:
     elif task == "T2":
         args = {"src": "RGB.byte.tif", "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
         miss = await call(client, session, "raster_reproject", args)
-        hints = (miss.structured_content or {}).get("reflection_required") or []
+        hints = result_data(miss).get("reflection_required") or []
         expect(miss.is_error and len(hints) == 2, "T2 miss should return two hints", miss)
         for hint in hints:
             persisted = await call(

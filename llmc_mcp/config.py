@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 Mode = Literal["code", "classic"]
 
@@ -46,6 +46,12 @@ class Settings(BaseModel):
         "default only llmc-mcp's own outputs are replaced. files.remove never deletes such files.",
     )
 
+    tools: tuple[str, ...] | None = Field(
+        None,
+        description="Classic mode: serve only the tools of these catalog namespaces ('raster,crs'); "
+        "persist_justification and the prompts always. None: every tool.",
+    )
+
     reflection: Literal["hints", "sampling", "auto"] = Field(
         "auto",
         description="How a missing justification is obtained: 'hints' (the agent answers), 'sampling' (the "
@@ -67,6 +73,31 @@ class Settings(BaseModel):
         168.0, gt=0, description="Hours a workflow run is kept after its last step (then it expires)."
     )
 
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _namespaces(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+
+    @field_validator("tools")
+    @classmethod
+    def _known_namespaces(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        from llmc_mcp.operations import NAMESPACES  # here: the catalog, through outputs, imports this module
+
+        if value is None:
+            return None
+        unknown = [name for name in value if name not in NAMESPACES]
+        if unknown or not value:
+            raise ValueError(f"unknown namespace(s) {unknown}; choose from {','.join(NAMESPACES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _tools_are_classic(self) -> Settings:
+        if self.tools is not None and self.mode != "classic":
+            raise ValueError("tools selects classic-mode tools: add --mode classic, or drop --tools")
+        return self
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Flags win over ``LLMC_MCP_*`` variables, which win over defaults."""
@@ -83,6 +114,7 @@ class Settings(BaseModel):
             "min_confidence": os.environ.get("LLMC_MCP_MIN_CONFIDENCE"),
             "review_timeout": os.environ.get("LLMC_MCP_REVIEW_TIMEOUT"),
             "allow_overwrite_originals": os.environ.get("LLMC_MCP_ALLOW_OVERWRITE_ORIGINALS"),
+            "tools": os.environ.get("LLMC_MCP_TOOLS"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

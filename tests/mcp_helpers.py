@@ -14,6 +14,8 @@ from mcp import StdioServerParameters
 from mcp.types import CallToolResult
 from rasterio.warp import Resampling, reproject
 
+from llmc_mcp.server.results import result_data
+
 JUSTIFICATION_TEMPLATE = {
     "intent": "A map overlay in geographic coordinates for a web viewer.",
     "alternatives": [{"method": "keep the source grid", "why_not": "The viewer needs the target grid."}],
@@ -30,8 +32,15 @@ def justification_for(hint: dict[str, Any]) -> dict[str, Any]:
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
-    assert result.structured_content is not None, result.content
-    return result.structured_content
+    """A result's JSON: a success's structuredContent, or the text of a classic error (which has none).
+
+    An execute_code error keeps its structuredContent (the tool declares no outputSchema); every
+    other error carries its JSON in the text only (DD-MCP-078).
+    """
+    if result.structured_content is not None:
+        return result.structured_content
+    assert result.is_error, result.content
+    return result_data(result)
 
 
 def text(result: CallToolResult) -> str:

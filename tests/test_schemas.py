@@ -4,6 +4,11 @@ The rules checked here are the common subset of OpenAI's strict mode (every obje
 ``additionalProperties: false``, no open objects) and Gemini's function declarations (string enums
 only, arrays with typed ``items``, no ``prefixItems``/``const``/``$ref``). A schema outside it makes
 a provider refuse the whole tool list, or a converter silently change its meaning.
+
+Classic tools' output schemas (DD-MCP-078) keep the same rules but one: a result keyed by data
+(raster tags, percentiles by name, statistics by name, a workflow's saved answers) is a map, an object
+with no properties and ``additionalProperties`` giving its values' type. Closing it would declare
+every real result invalid; a host's type generation reads it as ``dict[str, float]``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ def nodes(schema: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
             yield from nodes(value, f"{path}/{i}")
 
 
-def portability_problems(schema: dict[str, Any]) -> list[str]:
+def portability_problems(schema: dict[str, Any], maps: bool = False) -> list[str]:
+    """What in ``schema`` falls outside the subset; ``maps``: objects keyed by data are allowed."""
     problems = []
     for path, node in nodes(schema):
         if path.endswith("/properties") or path.endswith("/default"):
@@ -48,6 +54,8 @@ def portability_problems(schema: dict[str, Any]) -> list[str]:
         if node.get("type") == "array" and not (isinstance(node.get("items"), dict) and node["items"]):
             problems.append(f"{path}: array without typed items")
         if node.get("type") == "object":
+            if maps and not node.get("properties") and node.get("additionalProperties") not in (None, False):
+                continue
             if node.get("additionalProperties") is not False:
                 problems.append(f"{path}: object not closed (additionalProperties)")
             if "properties" not in node:
@@ -64,6 +72,17 @@ async def test_every_tool_schema_is_in_the_subset_openai_strict_and_gemini_accep
         tools = (await client.list_tools()).tools
     problems = {t.name: portability_problems(t.input_schema) for t in tools}
     assert {name: p for name, p in problems.items() if p} == {}
+
+
+async def test_every_output_schema_is_in_the_subset_openai_strict_and_gemini_accept(
+    workspace_dir: Path,
+) -> None:
+    """Guards against a result schema with references or integer enums that a host's converter refuses."""
+    async with Client(build_server(Settings(mode="classic", workspace=workspace_dir))) as client:
+        tools = (await client.list_tools()).tools
+    problems = {t.name: portability_problems(t.output_schema or {}, maps=True) for t in tools}
+    assert {name: p for name, p in problems.items() if p} == {}
+    assert all(t.output_schema for t in tools)
 
 
 async def test_a_misspelt_code_mode_argument_is_an_error_that_names_it(workspace_dir: Path) -> None:

@@ -24,6 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from llmc_mcp.reflection.examples import EXAMPLE_JUSTIFICATIONS
+from llmc_mcp.server.results import result_data
 from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 SAMPLE = "RGB.byte.tif"
@@ -172,7 +173,7 @@ async def _classic_story(client: Client, t: Transcript) -> None:
     t.add("raster_stats", stats_args, await client.call_tool("raster_stats", stats_args))
     args = {"src": SAMPLE, "dst": OUTPUT, "dst_crs": "EPSG:4326", "resampling": "bilinear"}
     miss = t.add("raster_reproject (gate miss)", args, await client.call_tool("raster_reproject", args))
-    for hint in (miss.structured_content or {}).get("reflection_required", []):
+    for hint in result_data(miss).get("reflection_required", []):
         persist = {
             "hash": hint["hash"],
             "domain": hint["domain"],

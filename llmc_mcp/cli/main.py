@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         choices=("code", "classic"),
         default=None,
-        help=f"code (default): 00_INIT, read_stubs, execute_code; classic: a tool per operation. {_ENV}",
+        help=f"code (default): 00_INIT, read_stubs, execute_code; classic: a tool per op. {_ENV}",
+    )
+    serve.add_argument(
+        "--tools", default=None, metavar="NS,...", help=f"Classic: only these namespaces' tools. {_ENV}"
     )
     serve.add_argument(
         "--workspace",
@@ -258,6 +261,7 @@ def _settings(args: argparse.Namespace):
             reflection=getattr(args, "reflection", None),
             min_confidence=getattr(args, "min_confidence", None),
             allow_overwrite_originals=getattr(args, "allow_overwrite_originals", None),
+            tools=getattr(args, "tools", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:

@@ -6,6 +6,10 @@ operation runs where code mode runs it: in the session's confined worker
 process (rlimits, Landlock, GDAL hardening, wall-clock kill), through the same
 binding, so there is one execution path and a crash in GDAL costs a call,
 never the server. The gate and the store stay here, in the server.
+
+Each tool declares its result model as ``outputSchema`` and its successes conform; errors are
+``isError`` results with their JSON in the text only (:mod:`llmc_mcp.server.results`, DD-MCP-078).
+``--tools raster,crs`` serves the tools of those namespaces only, from the same catalog.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from llmc_mcp import __version__
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import CATALOG, Operation
+from llmc_mcp.reflection.gate import PersistResult
 from llmc_mcp.reflection.prompts import PromptTemplate
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.sandbox.pool import WorkerPool
@@ -29,11 +35,11 @@ from llmc_mcp.server.host import worker_pool
 from llmc_mcp.server.instructions import classic_instructions
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
-from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result
+from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result, output_schema
 from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
 from llmc_mcp.server.review import persist_reviewed
 from llmc_mcp.server.runtime import Runtime
-from llmc_mcp.server.schemas import forbid_unknown_arguments, model_schema
+from llmc_mcp.server.schemas import argument_error, declare_output, forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
 from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
@@ -45,10 +51,32 @@ NEXT_ACTION = (
 """The gate retry as the classic instructions tell it."""
 
 
+class ClassicServer(LlmcServer):
+    """Arguments that fail a tool's published schema get the project's ``invalid_argument``."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            tool = self._tool_manager.get_tool(name)
+            # The SDK wraps its argument validation's ValidationError (and only that: the tools
+            # catch their own) in a ToolError whose text is pydantic's, with its links.
+            if (
+                isinstance(exc, UnexpectedToolError)
+                or tool is None
+                or not isinstance(exc.__cause__, ValidationError)
+            ):
+                raise
+            return error_result(argument_error(name, tool.parameters, exc.__cause__).to_dict())
+
+
 def build_classic_server(runtime: Runtime) -> MCPServer:
     pool = worker_pool(runtime)
     calls = ResumableCalls()
-    server = LlmcServer(
+    selected = runtime.settings.tools
+    server = ClassicServer(
         "llmc-mcp",
         instructions=classic_instructions(),
         version=__version__,
@@ -56,7 +84,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     )
     server.pool = pool  # type: ignore[attr-defined]
     server.resource_lister = serve_resources(server, runtime, pool, None)
-    for op in (op for op in CATALOG if op.classic):
+    for op in (op for op in CATALOG if op.classic and (selected is None or op.namespace in selected)):
         server.add_tool(
             _operation_tool(op, pool, calls, runtime.settings),
             name=op.tool_name,
@@ -70,6 +98,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
             structured_output=False,
         )
         forbid_unknown_arguments(server, op.tool_name)
+        declare_output(server, op.tool_name, output_schema(op.result))
     server.add_tool(
         _persist_tool(runtime, calls),
         name="persist_justification",
@@ -81,6 +110,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         structured_output=False,
     )
     forbid_unknown_arguments(server, "persist_justification")
+    declare_output(server, "persist_justification", output_schema(PersistResult))
     # The argument is checked by the gate (every problem at once), but published with its real shape
     # so strict converters know it, instead of an open object they would turn into an empty one.
     persist = server._tool_manager.get_tool("persist_justification")

@@ -1,10 +1,11 @@
 """How results and errors become MCP tool results, the same way for every tool.
 
-Tools return a bare ``CallToolResult`` (no outputSchema): TS SDK and Inspector
-reject an ``isError`` result whose ``structuredContent`` does not match a
-declared schema, and our errors carry structured hints. Both the text and
-``structuredContent`` hold the same JSON, so hosts that show only text lose
-nothing.
+A success holds the same JSON in its text and in ``structuredContent``, which conforms to the
+tool's ``outputSchema`` in classic mode (its result model, DD-MCP-078). An error (``isError``, gate
+misses included) holds its JSON (``type``, ``message``, ``fix``, the hints) in the text only: a
+client that validates results (the TypeScript SDK, the Inspector) rejects an ``isError`` result
+whose ``structuredContent`` does not match the declared schema, and an error is not the result.
+:func:`result_data` reads either.
 
 Images are the exception (DD-MCP-059): a result model declares a field as an image with JSON
 Schema's ``contentMediaType``/``contentEncoding`` (:data:`~llmc_mcp.operations.models.PNG_BASE64`), and
@@ -24,6 +25,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel
 
 from llmc_mcp.errors import LlmcError
+from llmc_mcp.server.schemas import model_schema
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,25 @@ def image_fields(model: type[BaseModel]) -> dict[str, str]:
     return found
 
 
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``outputSchema`` of a tool whose results :func:`ok_result` makes from ``model``.
+
+    The model's own schema (:func:`~llmc_mcp.server.schemas.model_schema`), except that each image
+    field holds the note that replaces it: declaring base64 there would type a note as a PNG.
+    """
+    schema = model_schema(model)
+    for name, mime_type in image_fields(model).items():
+        declared = schema["properties"][name]
+        note = {
+            "type": "string",
+            "description": f"A note: the {mime_type} is an image content block of this result, after "
+            "the text.",
+        }
+        nullable = any(option.get("type") == "null" for option in declared.get("anyOf", []))
+        schema["properties"][name] = {"anyOf": [note, {"type": "null"}]} if nullable else note
+    return schema
+
+
 _INLINE_PNG = re.compile(r"iVBORw0KGgo[A-Za-z0-9+/]*={0,2}")
 """A PNG in base64: its 8-byte signature encodes to these 11 characters, whatever follows."""
 
@@ -86,9 +107,19 @@ def _png_note(match: re.Match[str]) -> str:
 
 
 def error_result(data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=_dumps(data))], structured_content=data, is_error=True
-    )
+    """An ``isError`` result whose JSON is its text, with no ``structuredContent`` (see the module doc)."""
+    return CallToolResult(content=[TextContent(type="text", text=_dumps(data))], is_error=True)
+
+
+def result_data(result: CallToolResult) -> dict[str, Any]:
+    """What a result says, as data: its ``structuredContent``, or the JSON of an error's text."""
+    if result.structured_content is not None:
+        return result.structured_content
+    text = "".join(block.text for block in result.content if isinstance(block, TextContent))
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"a tool result's JSON is {type(data).__name__}, not an object")
+    return data
 
 
 def exception_result(exc: BaseException, where: str) -> CallToolResult:

@@ -313,6 +313,5 @@ def _deliver(call: _Call, responses: Mapping[str, Any]) -> None:
 
 def _refusal(message: str) -> CallToolResult:
     error = {"type": "invalid_argument", "message": message, "fix": "Make the call again."}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(error))], structured_content=error, is_error=True
-    )
+    # In the text only, like every error (DD-MCP-078): it does not match the tool's outputSchema.
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(error))], is_error=True)

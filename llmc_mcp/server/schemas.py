@@ -7,6 +7,11 @@ integer enum (``predictor``) made Gemini refuse the whole classic tool list. So 
 generates is rewritten once, here, into the common subset, with the same meaning: an integer enum
 becomes a bounded integer (the values are in the description), a fixed-length tuple an array with
 min and max items, a constant a one-value string enum; references are inlined.
+
+A classic tool's ``outputSchema`` is its result model's schema, rewritten the same way
+(:func:`declare_output`), and an argument that fails the published schema is answered with the
+project's ``invalid_argument`` naming the tool, the argument and what it takes
+(:func:`argument_error`), not pydantic's text with its documentation links.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from llmc_mcp.errors import InvalidArgument
 
 
 def forbid_unknown_arguments(server: MCPServer, name: str) -> None:
@@ -30,6 +37,38 @@ def forbid_unknown_arguments(server: MCPServer, name: str) -> None:
         base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid")}
     )
     tool.parameters = portable_schema({**tool.parameters, "additionalProperties": False})
+
+
+def declare_output(server: MCPServer, name: str, schema: dict[str, Any]) -> None:
+    """Publish ``schema`` as the tool's ``outputSchema``.
+
+    The tools return a ready ``CallToolResult``, so the SDK cannot derive one from a return
+    annotation; a schema set on the metadata without an output model is published as it is.
+    """
+    server._tool_manager.get_tool(name).fn_metadata.output_schema = schema
+
+
+def argument_error(tool: str, schema: dict[str, Any], exc: ValidationError) -> InvalidArgument:
+    """The project's error for arguments that fail ``tool``'s published input ``schema``."""
+    names = list(schema.get("properties", {}))
+    problems = [_problem(err, names) for err in exc.errors(include_url=False)]
+    return InvalidArgument(
+        f"{tool}: " + "; ".join(problems) + ".",
+        fix=f"Call {tool} again with the argument(s) named above corrected, each from what it takes.",
+        details={"errors": problems},
+    )
+
+
+def _problem(err: Any, names: list[str]) -> str:
+    where = ".".join(str(part) for part in err["loc"]) or "arguments"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{where} is not an argument of this tool (its arguments: {', '.join(names)})"
+    if kind == "missing":
+        return f"{where} is required"
+    if kind in ("literal_error", "enum"):
+        return f"{where} must be one of {err['ctx']['expected']}"
+    return f"{where}: {err['msg']}"
 
 
 def model_schema(model: type[BaseModel]) -> dict[str, Any]:
