@@ -223,3 +223,15 @@ async def test_outputs_made_under_a_superseded_record_say_so_in_report_and_expor
     markdown = out.read_text()
     assert "**Superseded:** replaced" in markdown
     assert "**Outputs made under this superseded one:** `web.tif`" in markdown
+
+
+def test_a_kept_superseded_record_is_charged_to_its_superseder(gate: Gate, workspace_dir: Path) -> None:
+    """Guards against superseding as a way to write outside the quotas: the kept copy counts for the
+    session that superseded and for the workspace, like any record."""
+    hint = crs_hint(gate, ALICE)
+    gate.persist(hint.hash, "crs_datum", reasoning("EPSG:3857"), session=ALICE)
+    gate.persist(hint.hash, "crs_datum", reasoning("EPSG:3857"), session=ALICE, supersede=True)
+    folder = workspace_dir / ".preflight" / "justifications" / "crs_datum"
+    sizes = [path.stat().st_size for path in (*folder.glob("*.json"), *folder.glob("superseded/*.json"))]
+    assert len(sizes) == 2
+    assert gate.store.charge(ALICE) == (sum(sizes), sum(sizes))

@@ -234,6 +234,8 @@ class JustificationStore:
         # so the kept copy cannot name it without a circle).
         new = record.model_copy(update={"supersedes": None})
         kept = self._keep_superseded(current, {"created_at": new.created_at}, admit)
+        if owner is not None:
+            self._tally(self.records_dir / record.domain / kept, owner)
         linked = new.model_copy(
             update={"supersedes": {"created_at": current.created_at, "digest": current.digest, "file": kept}}
         )
@@ -363,7 +365,9 @@ class JustificationStore:
         """The bytes of the records ``account`` wrote and of all records, from listings alone (the
         output ledger's hook: records count in the session's and the workspace's quotas)."""
         mine = sum(size for _, size in _sizes(self.root / TALLY_DIR / owner_tag(account)))
-        every = sum(size for domain in sorted(DOMAINS) for _, size in _sizes(self.records_dir / domain))
+        folders = [self.records_dir / domain for domain in sorted(DOMAINS)]
+        folders += [folder / SUPERSEDED_DIR for folder in folders]
+        every = sum(size for folder in folders for _, size in _sizes(folder))
         return mine, every
 
     def _tally(self, path: Path, owner: str) -> None:
