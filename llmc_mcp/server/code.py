@@ -1,5 +1,9 @@
 """Code-execution face: ``00_INIT``, ``read_stubs`` and ``execute_code``, and nothing else.
 
+``00_INIT`` is the mission's name for the guide tool; a host whose tool names must begin with a letter
+(Vertex AI, Bedrock) would refuse the whole list, so ``--init-tool-name`` serves it under another name
+instead (never both: the one invalid name is what such a host rejects).
+
 The agent reads typed stubs generated from the catalog and runs Python in a
 per-session worker (:mod:`llmc_mcp.sandbox.pool`). The gate's decisions and
 the store stay here, in the server: the worker asks over its channel, so no
@@ -59,7 +63,7 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     server.resource_lister = serve_resources(server, runtime, pool, stubs)
 
     @server.tool(
-        name="00_INIT",
+        name=settings.init_tool_name,
         description=INIT_DESCRIPTION,
         annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
         structured_output=False,
@@ -70,8 +74,8 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     @server.tool(
         name="read_stubs",
         description=(
-            "No argument: every function's signature. With a module ('raster') or a function "
-            "('raster.reproject'): its typed stub source with result shapes and docs."
+            "No argument: the functions by module. A function ('raster.reproject'): its typed stub; "
+            "a module ('raster'): all of its stubs."
         ),
         annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
         structured_output=False,
@@ -94,9 +98,8 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     @server.tool(
         name="execute_code",
         description=(
-            "Run Python against the stub modules in a sandbox; variables persist per session. "
-            "Returns printed output, the last expression's value, or a structured error. A client "
-            "without a protocol session gets a session handle in the result: pass it back as session."
+            "Run Python with the stub modules in a sandbox; variables persist per session. Returns "
+            "printed output and the last expression's value, or an error."
         ),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
         structured_output=False,
@@ -108,7 +111,9 @@ def build_code_server(runtime: Runtime) -> MCPServer:
         session: Annotated[
             str | None,
             Field(
-                description="The session handle of an earlier result, to keep its variables.", max_length=64
+                description="Without a protocol session: an earlier result's session handle, to keep "
+                "its variables.",
+                max_length=64,
             ),
         ] = None,
     ) -> CallToolResult | InputRequiredResult:
@@ -133,9 +138,21 @@ def build_code_server(runtime: Runtime) -> MCPServer:
             return await calls.run(ctx, owner, arguments, work)
         return await work()
 
-    for name in ("00_INIT", "read_stubs", "execute_code"):
+    for name in (settings.init_tool_name, "read_stubs", "execute_code"):
         forbid_unknown_arguments(server, name)
+        _drop_titles(server, name)
     return server
+
+
+def _drop_titles(server: MCPServer, name: str) -> None:
+    """Leave out the titles pydantic derives ("Code", "execute_codeArguments"): they repeat the names,
+    and the bootstrap is sent on every turn (its budget, ``CODE_BOOTSTRAP_LIMIT``)."""
+    tool = server._tool_manager.get_tool(name)
+    schema = {k: v for k, v in tool.parameters.items() if k != "title"}
+    schema["properties"] = {
+        prop: {k: v for k, v in spec.items() if k != "title"} for prop, spec in schema["properties"].items()
+    }
+    tool.parameters = schema
 
 
 def _text(text: str) -> TextContent:

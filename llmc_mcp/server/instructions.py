@@ -7,8 +7,12 @@ the stubs on demand).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import CATALOG, NAMESPACES
+from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 _PATHS = (
     "Paths are relative names inside the server's workspace ('data/in.tif'); absolute paths, '..', "
@@ -21,22 +25,35 @@ _MISS = """\
       raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")
   except reflection.ReflectionRequired as e:
       hints = e.hints
-      for hint in hints:
-          print(hint["domain"], hint["prompt_text"])"""
+      print([(h["domain"], h["prompt_text"]) for h in hints])"""
 """The first half of the gate retry, as code that runs as written (tests/test_examples.py runs it)."""
 
 _RETRY = """\
-  for hint in hints:
-      reflection.persist(hint["hash"], hint["domain"], answers[hint["domain"]])
+  for h in hints:
+      reflection.persist(h["hash"], h["domain"], answers[h["domain"]])
   raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")"""
 """The second half: the one call that persists every answer and repeats the operation."""
+
+CODE_BOOTSTRAP_LIMIT = 800
+"""Tokens the code-mode bootstrap (tool list + instructions, :func:`bootstrap_tokens`) may take: it is
+sent on every turn, and it names modules, never operations, so the catalog can grow under it."""
+
+
+def bootstrap_tokens(tools: Sequence[Mapping[str, Any]], instructions: str) -> int:
+    """The one count of a mode's bootstrap, as the model reads it; the demo and bench/tokens.py use it.
+
+    ``tools`` are the entries of ``tools/list`` (``model_dump(by_alias=True, mode="json",
+    exclude_none=True)``), counted as compact JSON; the list's envelope (``ttlMs``, ``cacheScope``,
+    ``_meta``) is protocol a host keeps to itself, and differs between protocol eras, so it is left out.
+    """
+    return count_json_tokens(list(tools)) + count_tokens(instructions)
 
 
 def classic_instructions() -> str:
     tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG if op.classic)
     return (
-        "llmc-mcp (classic mode): raster inspection, statistics, reprojection and conversion "
-        "(rasterio/GDAL, pyproj), one tool per operation:\n"
+        f"llmc-mcp (classic mode): geospatial raster work (rasterio/GDAL, pyproj), one tool per "
+        f"operation, in the namespaces {', '.join(_classic_namespaces())}:\n"
         f"{tools}\n"
         "- persist_justification: store a justification a tool asked for.\n\n"
         "Reflection: consequential choices (target CRS, resampling, lossy compression) need a "
@@ -51,32 +68,31 @@ def classic_instructions() -> str:
     )
 
 
+def _classic_namespaces() -> list[str]:
+    """The namespaces classic mode has tools in, from the catalog (never a fixed phrase that ages)."""
+    return [ns for ns in NAMESPACES if any(op.classic and op.namespace == ns for op in CATALOG)]
+
+
 def code_instructions(settings: Settings) -> str:
     modules = ", ".join((*NAMESPACES, "reflection"))
-    return f"""llmc-mcp (code mode): raster work (rasterio/GDAL, pyproj) by writing Python.
-Tools: read_stubs() lists every function's signature; read_stubs("raster") or \
-read_stubs("raster.reproject") shows types, result shapes and docs. execute_code(code) runs \
-Python with the modules {modules} preloaded; variables persist between calls (reset=True clears them). \
-Without a protocol session (stateless HTTP) each result carries a session handle: pass it back as \
-execute_code(code, session=...) to keep the variables. \
-Print summaries, keep data in variables. The last expression's value is returned.
-Allowed imports: those modules and math, statistics, json, re, itertools, functools, collections, \
-datetime. No files or network except through the API.
-Errors raise ApiError: e.type is its kind ("not_found", "refused"...), as execute_code's error.type; \
-e.fix says what to do. Reflection: a consequential choice (target CRS, resampling, lossy compression) raises \
-reflection.ReflectionRequired (e.type "reflection_required") with one hint per decision (domain, hash, \
-prompt_text); uncaught, execute_code returns them. Keep them:
+    return f"""llmc-mcp (code mode): raster work (rasterio/GDAL, pyproj) in Python.
+read_stubs() lists the functions by module; read_stubs("raster.reproject") shows one function: \
+signature, result shape, errors. execute_code(code) runs Python with {modules} preloaded; variables \
+persist per session (reset=True clears them). Print summaries; the last expression's value is returned.
+Imports: those modules, math, statistics, json, re, itertools, functools, collections, datetime. \
+Files and network only through the API.
+Errors raise ApiError: e.type is the kind ("not_found", "refused"...), e.fix what to do. \
+A consequential choice (target CRS, resampling, lossy compression) raises reflection.ReflectionRequired \
+with one hint per decision; uncaught, execute_code returns them:
 {_MISS}
-Answer each hint's prompt_text; then, in ONE next execute_code call, persist every answer and repeat the \
-operation (answers: your justification per domain, {{"intent": ..., "alternatives": [{{"method": ..., \
-"why_not": ...}}], "choice": {{"method": ..., "rationale": ..., "tradeoffs": ...}}, "confidence": ...}}):
+Answer each prompt_text with {{"intent", "alternatives": [{{"method", "why_not"}}], "choice": \
+{{"method", "rationale", "tradeoffs"}}, "confidence"}}; then, in ONE execute_code call:
 {_RETRY}
-Justifications are cached; the same decision is not asked again.
-Workflows: workflows.list() offers guided tasks; workflows.start(name, **inputs) gives one step at a time, \
-its next_action the exact call to make next.
+Answers are cached. Guided tasks: workflows.list(), workflows.start(name, **inputs); each \
+next_action is the next call.
 {_PATHS}
-Limits per call: {settings.exec_timeout:g} s wall time (then the session's variables are reset), \
-{settings.memory_mb} MiB memory, {settings.output_limit} characters of output.
+Limits per call: {settings.exec_timeout:g} s (then the variables are reset), {settings.memory_mb} MiB, \
+{settings.output_limit} characters of output.
 Isolation: {isolation_layers()}."""
 
 
@@ -84,9 +100,7 @@ def isolation_layers() -> str:
     """What stands between agent code and the machine here, as the running system provides it."""
     from llmc_mcp.sandbox.worker import landlock_abi
 
-    layers = ["RestrictedPython policy", "one worker process per session with rlimits"]
+    layers = ["RestrictedPython", "a worker process per session under rlimits"]
     abi = landlock_abi()
-    layers.append(
-        f"Landlock file and network confinement (ABI {abi})" if abi else "no Landlock (kernel lacks it)"
-    )
+    layers.append(f"Landlock on files and network (ABI {abi})" if abi else "no Landlock (kernel lacks it)")
     return ", ".join(layers)

@@ -56,7 +56,7 @@ def preview(
         ),
     ] = "percentile",
 ) -> RasterPreview:
-    """A PNG quicklook of a raster to look at with show(result): nodata transparent, classes unsmoothed.
+    """A PNG quicklook of a raster to look at: nodata transparent, classes unsmoothed.
 
     In code mode show() attaches the image to the call's result, e.g. raster.preview("in.tif",
     max_size=256); a classic tool returns it as image content. The longest side is at most
