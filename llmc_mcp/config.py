@@ -52,6 +52,13 @@ class Settings(BaseModel):
         "persist_justification and the prompts always. None: every tool.",
     )
 
+    init_tool_name: str = Field(
+        "00_INIT",
+        pattern=r"^(00_INIT|[A-Za-z][A-Za-z0-9_-]{0,63})$",
+        description="Code mode: the name of the guide tool. 00_INIT by default; hosts whose tool names must "
+        "begin with a letter (Vertex AI, Bedrock) take another, such as 'init'.",
+    )
+
     reflection: Literal["hints", "sampling", "auto"] = Field(
         "auto",
         description="How a missing justification is obtained: 'hints' (the agent answers), 'sampling' (the "
@@ -115,6 +122,7 @@ class Settings(BaseModel):
             "review_timeout": os.environ.get("LLMC_MCP_REVIEW_TIMEOUT"),
             "allow_overwrite_originals": os.environ.get("LLMC_MCP_ALLOW_OVERWRITE_ORIGINALS"),
             "tools": os.environ.get("LLMC_MCP_TOOLS"),
+            "init_tool_name": os.environ.get("LLMC_MCP_INIT_TOOL_NAME"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }
         values = {k: v for k, v in env.items() if v}

@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--tools", default=None, metavar="NS,...", help=f"Classic: only these namespaces' tools. {_ENV}"
     )
     serve.add_argument(
+        "--init-tool-name",
+        default=None,
+        metavar="NAME",
+        help=f"00_INIT's name (init: Vertex, Bedrock). {_ENV}",
+    )
+    serve.add_argument(
         "--workspace",
         type=Path,
         default=None,
@@ -262,6 +268,7 @@ def _settings(args: argparse.Namespace):
             min_confidence=getattr(args, "min_confidence", None),
             allow_overwrite_originals=getattr(args, "allow_overwrite_originals", None),
             tools=getattr(args, "tools", None),
+            init_tool_name=getattr(args, "init_tool_name", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
         )
     except ValidationError as exc:
@@ -316,7 +323,7 @@ def _lineage(args: argparse.Namespace) -> int:
     from llmc_mcp.workspace import Workspace
 
     workspace = Workspace(_existing_workspace(args.workspace or Path.cwd()))
-    target = args.file if args.file.is_absolute() else Path.cwd() / args.file
+    target = _lineage_target(args.file, workspace.root)
     try:
         name = target.resolve().relative_to(workspace.root).as_posix()
         walked = lineage(workspace, name)
@@ -339,6 +346,16 @@ def _lineage(args: argparse.Namespace) -> int:
     for foreign in walked.unverified_records:
         print(f"{foreign}  unverified (not signed by this workspace's server: foreign, or edited since)")
     return 0
+
+
+def _lineage_target(file: Path, root: Path) -> Path:
+    """A relative FILE names a file of the workspace (as every path an agent passes does); one that is
+    not there may still be a path from the current folder into the workspace."""
+    if file.is_absolute():
+        return file
+    inside = root / file
+    from_here = Path.cwd() / file
+    return from_here if not inside.exists() and from_here.exists() else inside
 
 
 def _validate_records(args: argparse.Namespace) -> int:
