@@ -167,7 +167,7 @@ class Operation:
             problems = [_describe_error(err) for err in exc.errors(include_url=False)]
             raise InvalidArgument(
                 f"{self.qualname}: " + "; ".join(problems),
-                fix=f"See the signature of {self.qualname} (read_stubs('{self.namespace}')).",
+                fix=f"See the signature of {self.qualname} (read_stubs('{self.qualname}')).",
                 details={"errors": problems},
             ) from None
         return {name: getattr(model, name) for name in self.arguments.model_fields}

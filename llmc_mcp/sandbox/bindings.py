@@ -136,7 +136,7 @@ def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) 
                 {
                     "type": "invalid_argument",
                     "message": f"{op.qualname}: {exc}",
-                    "fix": f"See read_stubs('{op.namespace}') for the signature.",
+                    "fix": f"See read_stubs('{op.qualname}') for the signature.",
                 }
             ) from None
         return invoke(op, ctx, gate, bound.arguments).model_dump(mode="json")

@@ -119,8 +119,8 @@ _INSTEAD: dict[str, str] = {
     "mro": "use isinstance(x, SomeClass) or issubclass(A, B)",
     "__mro__": "use isinstance(x, SomeClass) or issubclass(A, B)",
     "__bases__": "use issubclass(A, B)",
-    "__doc__": "read_stubs('raster') or read_stubs('raster.reproject') shows the documentation",
-    "dir": "read_stubs('raster') lists a module's functions; an error's attributes are type, message, "
+    "__doc__": "read_stubs('raster.reproject') shows a function's documentation",
+    "dir": "read_stubs() lists every module's functions; an error's attributes are type, message, "
     "fix and details",
     "vars": "read the attributes you need by name (an error has type, message, fix, details)",
     "__dict__": "read the attributes you need by name (an error has type, message, fix, details)",

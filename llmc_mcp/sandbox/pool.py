@@ -301,8 +301,7 @@ class WorkerPool:
                     f"The call ran longer than the {self.settings.exec_timeout:g} s limit (--exec-timeout) "
                     "and was stopped; nothing was written. The session was reset: variables from earlier "
                     "calls are gone.",
-                    "Make the work smaller (windows, approx=True, fewer files) or split it across calls; "
-                    "the server's operator can raise --exec-timeout.",
+                    timeout_fix(params.get("operation") if method == "operation" else None),
                 )
             except (ChannelClosed, ProtocolError) as exc:
                 returncode = await self._discard(key, grace=EXIT_GRACE)
@@ -757,6 +756,40 @@ def _crash_message(returncode: int | None, exc: Exception) -> str:
     else:
         cause = f"its channel failed ({exc})"
     return f"The code worker died: {cause}. The session was reset: variables from earlier calls are gone."
+
+
+def timeout_fix(operation: object = None) -> str:
+    """What an agent can do about a timeout: only steps the operation (or the API) offers.
+
+    ``operation`` is the classic tool's catalog name when one operation ran; None for agent code,
+    which may have called anything, so the steps name the functions that shrink the work.
+    """
+    from llmc_mcp.operations import CATALOG
+
+    op = next((o for o in CATALOG if o.qualname == operation), None)
+    operator = "or ask the server's operator to raise --exec-timeout (LLMC_MCP_EXEC_TIMEOUT)."
+    if op is None:
+        return (
+            "Do less per call: raster.clip a part of the input first and work on that, coarsen it with "
+            "raster.reproject(..., resolution=...), pass approx=True to raster.stats, or handle fewer files "
+            "per execute_code call; " + operator
+        )
+    fields = op.arguments.model_fields
+    steps = []
+    if "approx" in fields:
+        steps.append("pass approx=true")
+    if "bounds" in fields:
+        steps.append("pass bounds covering a part")
+    if "resolution" in fields:
+        steps.append("ask for a coarser resolution")
+    if "points" in fields or "pour_points" in fields:
+        steps.append("send fewer points per call")
+    if op.namespace in ("raster", "terrain", "hydrology") and "bounds" not in fields:
+        steps.append(f"run raster_clip on a part of the input first and {op.tool_name} on that part")
+    if not steps:
+        steps.append("do less per call")
+    text = f"{'; '.join(steps)}; {operator}"
+    return text[0].upper() + text[1:]
 
 
 def _limit_failure(kind: str, message: str, fix: str, *, reset: bool = True) -> dict[str, Any]:

@@ -292,7 +292,7 @@ except raster.ApiError as e:
         ("try:\n    1 / 0\nexcept Exception as e:\n    print(type(e).__name__)", "e.type"),
         ("try:\n    1 / 0\nexcept Exception as e:\n    print(e.__class__)", "isinstance(e, ApiError)"),
         ("type(1)", "isinstance(x, SomeClass)"),
-        ("dir(raster)", "read_stubs('raster')"),
+        ("dir(raster)", "read_stubs()"),
         ("open('RGB.byte.tif')", "through the API"),
         ("_hidden = 1", "without the leading underscore"),
         ("[1].__len__()", "len(x)"),
