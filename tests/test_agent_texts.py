@@ -219,3 +219,36 @@ def test_lineage_resolves_a_relative_file_inside_the_workspace(
     assert _lineage_target(Path("out.tif"), workspace) == workspace / "out.tif"
     assert main(["provenance", "lineage", "out.tif", "--workspace", str(workspace)]) == 0
     assert "out.tif  original" in capsys.readouterr().out
+
+
+# -------------------------------------------------------------------------------- CONFORMANCE.md
+
+CONFORMANCE = Path(__file__).parent / "clients" / "CONFORMANCE.md"
+
+
+async def test_conformance_notes_state_the_servers_tools_resources_and_prompts(tmp_path: Path) -> None:
+    """Guards against notes that age: they said 8 classic tools, no resources, three prompts, and a
+    server that never samples or elicits, while it had 31 tools, stub resources, 7 prompts, and
+    sampled and elicited for its gate. The figures are read from the server, not written here."""
+    notes = CONFORMANCE.read_text(encoding="utf-8")
+    counts, listed, prompts = {}, {}, 0
+    for mode in ("code", "classic"):
+        async with Client(build_server(Settings(mode=mode, workspace=tmp_path))) as client:
+            counts[mode] = len((await client.list_tools()).tools)
+            listed[mode] = len((await client.list_resources()).resources)
+            templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+            if mode == "classic":
+                prompts = len((await client.list_prompts()).prompts)
+        for template in templates:
+            assert f"`{template}`" in notes
+    assert f"({counts['code']} tools in code mode, {counts['classic']} in classic mode)" in notes
+    assert f"code mode also lists the {listed['code']} stubs" in notes
+    assert "On an empty workspace classic mode lists nothing" in notes and listed["classic"] == 0
+    assert f"Classic mode lists the {prompts} reflection prompts" in notes
+    for stale in (
+        "never asks the client to sample",
+        "never elicits",
+        "No elicitation",
+        "Neither mode serves",
+    ):
+        assert stale not in notes

@@ -96,7 +96,7 @@ def _add_stubs(server: MCPServer, stubs: StubSet) -> None:
         TextResource(
             uri="stubs://index",
             name="stubs index",
-            description="Every function's signature, by module (read_stubs() without a module).",
+            description="The functions by module (read_stubs() without a module).",
             mime_type="text/plain",
             text=stubs.index,
         )

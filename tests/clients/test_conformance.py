@@ -26,6 +26,7 @@ APPLICABLE = [
     ("code", "tools-list"),
     ("code", "dns-rebinding-protection"),
     ("code", "server-sse-multiple-streams"),
+    ("code", "resources-list"),
     ("classic", "server-initialize"),
     ("classic", "tools-list"),
     ("classic", "prompts-list"),
