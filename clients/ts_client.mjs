@@ -77,11 +77,22 @@ function reprojectCall() {
   );
 }
 
+// A classic error carries its JSON in the text only (no structuredContent); execute_code keeps both.
+function errorData(result) {
+  if (result.structuredContent) return result.structuredContent;
+  try {
+    return JSON.parse(textOf(result));
+  } catch {
+    return {};
+  }
+}
+
 function missSummary(result) {
-  const data = result.structuredContent ?? {};
+  const data = errorData(result);
   const hints = data.reflection_required ?? [];
   return {
     isError: result.isError === true,
+    hasStructuredContent: result.structuredContent !== undefined,
     errorType: data.error?.type ?? data.type ?? null,
     domains: hints.map((h) => h.domain),
     hashes: hints.map((h) => h.hash),
@@ -141,6 +152,33 @@ async function classicFlow(client, summary) {
   const info = await client.callTool({ name: "raster_info", arguments: { path: opts.src } });
   summary.info = info.structuredContent;
 
+  // The SDK validates every successful result against the tool's outputSchema (and throws if it
+  // does not conform); an isError result it takes as it is.
+  const cheap = {
+    raster_stats: { path: opts.src, bands: [1] },
+    raster_preview: { path: opts.src, max_size: 32 },
+    raster_sample: { path: opts.src, points: [[102000, 2826000]], crs: "EPSG:32618" },
+    crs_info: { crs: "EPSG:32618" },
+    crs_transform: { points: [[0, 0]], src_crs: "EPSG:4326", dst_crs: "EPSG:3857" },
+    files_list: {},
+    workflow_list: {},
+  };
+  summary.conforming = [];
+  for (const [name, args] of Object.entries(cheap)) {
+    const res = await client.callTool({ name, arguments: args });
+    if (res.isError) fail(`${name} failed: ${textOf(res)}`);
+    summary.conforming.push(name);
+  }
+  const badEnum = await client.callTool({
+    name: "raster_reproject",
+    arguments: { src: opts.src, dst: opts.dst, dst_crs: opts["dst-crs"], resampling: "magic" },
+  });
+  summary.badEnum = {
+    isError: badEnum.isError === true,
+    hasStructuredContent: badEnum.structuredContent !== undefined,
+    error: errorData(badEnum),
+  };
+
   const job = { src: opts.src, dst: opts.dst, dst_crs: opts["dst-crs"], resampling: opts.resampling };
   const miss = await client.callTool({ name: "raster_reproject", arguments: job });
   summary.miss = missSummary(miss);
@@ -175,7 +213,9 @@ async function main() {
       capabilities: client.getServerCapabilities(),
       instructions: client.getInstructions() ?? null,
     };
-    summary.tools = (await client.listTools()).tools.map((t) => t.name).sort();
+    const listed = (await client.listTools()).tools;
+    summary.tools = listed.map((t) => t.name).sort();
+    summary.withOutputSchema = listed.filter((t) => t.outputSchema).map((t) => t.name).sort();
     await (opts.classic ? classicFlow(client, summary) : codeFlow(client, summary));
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {

@@ -79,6 +79,14 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
         assert miss["errorType"] == "reflection_required" and "persist_justification" in miss["nextAction"]
         assert [p["domain"] for p in summary["persisted"]] == ["crs_datum", "resampling"]
         assert summary["retry"]["structured"]["crs"]["epsg"] == 4326
+        # Every classic tool declares an outputSchema; the SDK validated each success against it
+        # and took each isError result, which has no structuredContent (DD-MCP-078).
+        assert summary["withOutputSchema"] == summary["tools"]
+        assert len(summary["conforming"]) == 7
+        assert miss["hasStructuredContent"] is False
+        bad = summary["badEnum"]
+        assert bad["isError"] and not bad["hasStructuredContent"] and bad["error"]["type"] == "invalid_argument"
+        assert bad["error"]["message"].startswith("raster_reproject: resampling must be one of 'nearest'")
 
     assert summary["output"] == {"path": DST, "epsg": 4326}
     output = workspace / DST

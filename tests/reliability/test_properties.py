@@ -36,6 +36,7 @@ from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.server.app import build_server
+from llmc_mcp.server.results import result_data
 from tests.mcp_helpers import justification_for, text
 from tests.reliability._strategies import (
     HUGE,
@@ -96,15 +97,16 @@ def assert_clear(result: CallToolResult, tool: str) -> dict[str, Any] | None:
         assert isinstance(data, dict), body[:300]
         return data
     assert body.strip() != f"Error executing tool {tool}", f"{tool}: an exception escaped the tool"
-    if data is None:
+    if tool == "execute_code" and data is None:
         # The SDK's own argument validation: a pydantic message naming the field.
         assert body.startswith(f"Error executing tool {tool}:") and "validation error" in body, body[:300]
         return None
-    error = data.get("error") if tool == "execute_code" else data
+    # A classic error's JSON is its text (no structuredContent, DD-MCP-078).
+    error = data.get("error") if tool == "execute_code" else result_data(result)
     assert isinstance(error, dict), body[:300]
     assert error.get("type") != "internal_error", f"{tool}: {body[:500]}"
     assert error.get("message"), body[:300]
-    return data
+    return data if tool == "execute_code" else error
 
 
 @pytest.fixture
@@ -236,7 +238,7 @@ class Issued(int):
 async def issued(classic: Client) -> list[dict[str, Any]]:
     miss = await call(classic, "raster_reproject", REPROJECT)
     assert miss.is_error
-    hints = miss.structured_content["reflection_required"]
+    hints = result_data(miss)["reflection_required"]
     assert [h["prompt_args"] for h in hints] == ISSUED_ARGS
     return hints
 

@@ -41,6 +41,7 @@ from llmc_mcp.sandbox.channel import SyncChannel
 from llmc_mcp.sandbox.pool import worker_command, worker_environment
 from llmc_mcp.sandbox.worker import WorkerConfig
 from llmc_mcp.server.app import build_server
+from llmc_mcp.server.results import result_data
 from llmc_mcp.workspace import Workspace
 from tests.conftest import DATA
 from tests.mcp_helpers import structured, text
@@ -320,8 +321,8 @@ async def test_classic_mode_refuses_the_hostile_raster(
     }[operation]
     sent = len(world.sink.requests)
     result = await classic_client.call_tool(tool, args)
-    data = result.structured_content or {}
-    error = data.get("error", data) if result.is_error else None
+    data = result_data(result)
+    error = data if result.is_error else None
     judge(world, case, not result.is_error, error, text(result) + json.dumps(data), data, sent)
 
 
