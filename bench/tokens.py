@@ -253,10 +253,15 @@ async def classic_task(client: Client, session: Session, task: str) -> None:
 
 
 async def fixed_cost(server: Any) -> tuple[int, int, int, int, int]:
-    """(tools, tools/list tokens, tools/list bytes, instructions tokens, instructions chars)."""
+    """(tools, tools/list tokens, tools/list bytes, instructions tokens, instructions chars).
+
+    The tool list as hosts give it to the model: name, description, inputSchema, annotations, without
+    the classic tools' outputSchema (:func:`classic_tool_lists` counts it apart).
+    """
     async with Client(server, mode="legacy") as client:
         listed = await client.list_tools()
         dumped = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped["tools"] = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in dumped["tools"]]
         wire = json.dumps(dumped["tools"], separators=(",", ":"), ensure_ascii=False)
         instructions = client.instructions or ""
     return (
@@ -266,6 +271,25 @@ async def fixed_cost(server: Any) -> tuple[int, int, int, int, int]:
         count_tokens(instructions),
         len(instructions),
     )
+
+
+async def classic_tool_lists(workspace: Path) -> list[list[Any]]:
+    """Classic ``tools/list`` tokens, every tool vs ``--tools raster,crs``, without and with outputSchema.
+
+    Hosts that give the model name, description and inputSchema pay the first; hosts that type the
+    results of code they run (programmatic tool calling) read the output schemas too.
+    """
+    rows = []
+    for label, tools in (("all namespaces", None), ("--tools raster,crs", "raster,crs")):
+        server = build_server(Settings(mode="classic", workspace=workspace, tools=tools))
+        async with Client(server, mode="legacy") as client:
+            listed = (await client.list_tools()).tools
+        full = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listed]
+        bare = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in full]
+        rows.append(
+            [label, len(listed), count_json_tokens({"tools": bare}), count_json_tokens({"tools": full})]
+        )
+    return rows
 
 
 async def replay(mode: str, workspace: Path) -> tuple[dict[str, Session], tuple[int, ...], dict[str, int]]:
@@ -354,6 +378,7 @@ async def main() -> None:
     ):
         code, code_fixed, stub_tokens = await replay("code", code_ws)
         classic, classic_fixed, _ = await replay("classic", classic_ws)
+        tool_lists = await classic_tool_lists(classic_ws)
 
     rows = []
     for mode, (n, tl, tl_bytes, ins, ins_chars) in (("code", code_fixed), ("classic", classic_fixed)):
@@ -381,6 +406,11 @@ async def main() -> None:
         ],
         rows,
         "(a) Fixed cost per conversation (legacy handshake era, compact JSON)",
+    )
+    print_table(
+        ["classic tools", "tools", "tools/list tok (no outputSchema)", "tools/list tok (with outputSchema)"],
+        tool_lists,
+        "Classic tool list: every namespace vs --tools raster,crs (persist_justification in both)",
     )
     print_table(
         ["read_stubs(...)", "tokens"],
