@@ -252,3 +252,49 @@ async def test_conformance_notes_state_the_servers_tools_resources_and_prompts(t
         "Neither mode serves",
     ):
         assert stale not in notes
+
+
+# ------------------------------------------------------------------------- schemas through converters
+
+
+def _keep_one_branch(schema: object, pick: int) -> object:
+    """What converters to Gemini's function declarations do with a union: ``type`` is one field there,
+    so ``anyOf`` becomes one of its non-null branches (which one depends on the converter) + nullable."""
+    if isinstance(schema, list):
+        return [_keep_one_branch(item, pick) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _keep_one_branch(value, pick) for key, value in schema.items() if key != "anyOf"}
+    if "anyOf" in schema:
+        branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
+        out.update(_keep_one_branch(branches[pick], pick))
+    return out
+
+
+@pytest.mark.parametrize("pick", [0, -1], ids=["first-branch", "last-branch"])
+@pytest.mark.parametrize("qualname", ["raster.reproject", "raster.merge"])
+def test_both_resolution_forms_survive_a_converter_that_keeps_one_branch_of_a_union(
+    qualname: str, pick: int
+) -> None:
+    """Guards against a resolution declared as number-or-pair, whose single-number form Gemini's
+    converter dropped: one size and an (x, y) pair must both pass the converted schema and mean what
+    they say (square pixels of 30; 30 by 20)."""
+    import jsonschema
+
+    from llmc_mcp.server.schemas import portable_schema
+
+    op = get_operation(qualname)
+    published = portable_schema(op.arguments.model_json_schema())["properties"]["resolution"]
+    converted = _keep_one_branch(published, pick)
+    required = (
+        {"src": "a.tif", "dst": "b.tif", "dst_crs": "EPSG:4326"}
+        if "src" in op.arguments.model_fields
+        else {
+            "sources": ["a.tif"],
+            "dst": "b.tif",
+        }
+    )
+    for form, meaning in (([30], 30.0), ([30, 20], (30.0, 20.0))):
+        jsonschema.validate(form, converted)
+        assert op.arguments.model_validate({**required, "resolution": form}).resolution == meaning
+    assert op.arguments.model_validate({**required, "resolution": 30}).resolution == 30.0  # code mode's habit

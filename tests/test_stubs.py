@@ -65,6 +65,10 @@ def _shape(tp: Any) -> Any:
     args = typing.get_args(tp)
     if args and typing.get_origin(tp) is list:
         return ("list", tuple(_shape(a) for a in args))
+    if typing.get_origin(tp) is typing.Annotated:  # validators on a union's member (a resolution)
+        return _shape(args[0])
+    if args and typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return ("union", tuple(_shape(a) for a in args))
     return tp
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from affine import Affine
+from pydantic import AfterValidator, BeforeValidator, Field
 from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
@@ -23,6 +25,26 @@ from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.crs_routes import RASTER_SPREAD, ChosenOperation
 from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
+
+
+def _listed(value: object) -> object:
+    """A bare number is the one-number form, [size]."""
+    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _size(value: list[float]) -> float | tuple[float, float]:
+    return value[0] if len(value) == 1 else (value[0], value[1])
+
+
+Resolution = Annotated[
+    list[float],
+    BeforeValidator(_listed),
+    Field(min_length=1, max_length=2),
+    AfterValidator(_size),
+]
+"""A pixel size: one number for square pixels or an (x, y) pair, published as ONE schema type, an array
+of one or two numbers (``[30]``, ``[30, 20]``): a union of number and array is what converters to
+Gemini's function declarations collapse, dropping one form. A bare number is still accepted."""
 
 MAX_OUTPUT_PIXELS = 1 << 32
 """Per band. A typo in a resolution (metres vs degrees) should fail fast, not fill the disk."""

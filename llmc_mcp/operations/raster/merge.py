@@ -39,7 +39,7 @@ from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
 from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, check_grid_args
+from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, Resolution, check_grid_args
 from llmc_mcp.operations.raster.output import (
     GEOTIFF_SUFFIXES,
     _describe_output,
@@ -126,8 +126,8 @@ def merge(
         ),
     ] = None,
     resolution: Annotated[
-        float | tuple[float, float] | None,
-        Field(description="Output cell size (x, y) in CRS units; default: the first source's."),
+        Resolution | None,
+        Field(description="Output cell size, [size] or [x, y], in CRS units; default: the first source's."),
     ] = None,
     nodata: Annotated[
         float | None,

@@ -35,7 +35,7 @@ from llmc_mcp.operations.catalog import Facts, OperationContext, operation
 from llmc_mcp.operations.crs_routes import ChosenOperation, choose_operation, raster_points
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.grid import check_grid_args, target_grid
+from llmc_mcp.operations.raster.grid import Resolution, check_grid_args, target_grid
 from llmc_mcp.operations.raster.output import (
     creation_options,
     preflight_output,
@@ -82,8 +82,8 @@ def reproject(
         ),
     ] = "nearest",
     resolution: Annotated[
-        float | tuple[float, float] | None,
-        Field(description="Output pixel size in dst_crs units: one number or (x, y). Excludes width/height."),
+        Resolution | None,
+        Field(description="Output pixel size in dst_crs units: [size] or [x, y]. Excludes width/height."),
     ] = None,
     width: Annotated[
         int | None,
