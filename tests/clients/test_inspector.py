@@ -82,6 +82,12 @@ def text(result: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in result["content"])
 
 
+def error_data(result: dict[str, Any]) -> dict[str, Any]:
+    """A classic error's JSON: in its text, with no structuredContent (DD-MCP-078)."""
+    assert result["isError"] is True and "structuredContent" not in result, result
+    return json.loads(text(result))
+
+
 def assert_reprojected(path: Path) -> None:
     with rasterio.open(path) as out:
         assert out.crs.to_epsg() == 4326 and out.count == 3
@@ -172,7 +178,9 @@ def test_gated_reprojection_miss_then_persist_and_retry(call, code_target: Targe
 
 
 def test_classic_tools_prompts_and_raster_info(call, classic_target: Target) -> None:
-    assert sorted(t["name"] for t in call(classic_target, "tools/list")["tools"]) == CLASSIC_TOOLS
+    tools = call(classic_target, "tools/list")["tools"]
+    assert sorted(t["name"] for t in tools) == CLASSIC_TOOLS
+    assert all(t["outputSchema"]["type"] == "object" for t in tools)
     assert sorted(p["name"] for p in call(classic_target, "prompts/list")["prompts"]) == PROMPTS
     info = tool(call, classic_target, "raster_info", {"path": SOURCE})["structuredContent"]
     assert (info["width"], info["height"], info["count"], info["crs"]["epsg"]) == (791, 718, 3, 32618)
@@ -183,7 +191,7 @@ def test_classic_gated_reprojection_across_inspector_calls_over_stdio(
 ) -> None:
     """One server process per call, as langchain-mcp-adapters runs too: the hint outlives its process."""
     target = Target("stdio", stdio_target(workspace_dir, "classic"), workspace_dir)
-    miss = tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True)["structuredContent"]
+    miss = error_data(tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True))
     hints = miss["reflection_required"]
     assert [h["domain"] for h in hints] == ["crs_datum", "resampling"]
     assert "persist_justification" in miss["next_action"]
@@ -200,14 +208,24 @@ def test_classic_over_http_a_hint_belongs_to_the_session_it_was_issued_to(call, 
     """Each Inspector call is a new HTTP session: persisting another session's hint is refused."""
     server = http_server("classic")
     target = Target("http", [server.url], server.workspace)
-    hint = tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True)["structuredContent"][
+    hint = error_data(tool(call, target, "raster_reproject", REPROJECT_ARGS, error=True))[
         "reflection_required"
     ][0]
-    refused = tool(
-        call,
-        target,
-        "persist_justification",
-        {"hash": hint["hash"], "domain": hint["domain"], "justification": justification_for(hint)},
-        error=True,
-    )["structuredContent"]
+    refused = error_data(
+        tool(
+            call,
+            target,
+            "persist_justification",
+            {"hash": hint["hash"], "domain": hint["domain"], "justification": justification_for(hint)},
+            error=True,
+        )
+    )
     assert refused["type"] == "not_found" and "Run the operation again" in refused["fix"]
+
+
+def test_classic_wrong_enum_value_is_the_projects_invalid_argument(call, classic_target: Target) -> None:
+    """Guards against the SDK's pydantic text (with its pydantic.dev link) reaching the Inspector."""
+    bad = error_data(
+        tool(call, classic_target, "raster_reproject", {**REPROJECT_ARGS, "resampling": "x"}, error=True)
+    )
+    assert bad["type"] == "invalid_argument" and "resampling must be one of 'nearest'" in bad["message"]

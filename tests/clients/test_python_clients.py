@@ -235,12 +235,17 @@ def test_code_mode_variable_read_back(scenario, case: Case) -> None:
 
 @pytest.mark.parametrize("case", cases("classic"))
 def test_classic_mode_gated_reprojection(scenario, case: Case, request: pytest.FixtureRequest) -> None:
-    """raster_reproject misses; persist_justification for each hint; the retry writes EPSG:4326."""
+    """Successes conform to their outputSchema and a wrong enum is invalid_argument, through the client;
+    raster_reproject misses; persist_justification for each hint; the retry writes EPSG:4326."""
     run = scenario(case)
     s = run.summary
     _record_timings(request, run)
     _check_handshake(run)
     assert s["width"] == 791
+    assert s["conforming"] == ["raster_stats", "raster_preview", "crs_transform"], s["not_conforming"]
+    bad = s["bad_enum"]
+    assert bad["is_error"] and bad["error_type"] == "invalid_argument", bad["text"]
+    assert bad["message"].startswith("raster_reproject: resampling must be one of 'nearest'"), bad["text"]
     miss = s["miss"]
     assert miss["is_error"] and miss["domains"] == ["crs_datum", "resampling"], miss["text"]
     assert [p["is_error"] for p in s["persisted"]] == [False, False], s["persisted"]

@@ -24,6 +24,12 @@ from typing import Any
 SRC = "RGB.byte.tif"
 DST_CRS = "EPSG:4326"
 HANDLE_IN_TEXT = re.compile(r"session='(s-[A-Za-z0-9_-]+)'")
+CONFORMING_CALLS = [
+    ("raster_stats", {"path": SRC, "bands": [1]}),
+    ("raster_preview", {"path": SRC, "max_size": 32}),
+    ("crs_transform", {"points": [[0, 0]], "src_crs": DST_CRS, "dst_crs": "EPSG:3857"}),
+]
+"""Classic calls whose successes the client must accept against their tools' outputSchema."""
 
 
 @dataclass
@@ -156,6 +162,17 @@ async def classic_flow(call: Call, opts: argparse.Namespace, out: dict[str, Any]
     out["first"] = brief(info)
     out["width"] = payload(info).get("width")
     job = {"src": SRC, "dst": opts.dst, "dst_crs": DST_CRS}
+    # Each tool declares an outputSchema, and an MCP client session validates a success against it
+    # (raising when it does not conform); an error carries its JSON in the text only (DD-MCP-078).
+    out["conforming"], out["not_conforming"] = [], {}
+    for name, args in CONFORMING_CALLS:
+        res = await call(name, args)
+        if res.is_error:
+            out["not_conforming"][name] = res.text[:400]
+        else:
+            out["conforming"].append(name)
+    bad = await call("raster_reproject", {**job, "resampling": "magic"})
+    out["bad_enum"] = {**brief(bad), "message": payload(bad).get("message")}
     miss = await timed(out, "miss", call, "raster_reproject", job)
     hints = payload(miss).get("reflection_required") or []
     out["miss"] = {
