@@ -8,6 +8,7 @@ cannot be installed); in CI (CI=true or LLMC_MCP_REQUIRE_CLIENTS=1) a missing uv
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import hashlib
 import json
@@ -429,3 +430,63 @@ def test_every_json_block_in_the_readme_parses_and_runs_a_serve_command() -> Non
                 else:
                     assert re.fullmatch(r"https?://[^/]+/mcp", server["url"]), server
     assert servers
+
+
+PYTHON_CLIENTS = {  # the module a README block imports -> the client's virtualenv under .clients/
+    "pydantic_ai": "pydantic-ai",
+    "agents": "openai-agents",
+    "langchain_mcp_adapters": "langchain-mcp-adapters",
+    "fastmcp": "fastmcp",
+}
+README_WORKSPACE = "/path/to/rasters"
+"""The placeholder the README's blocks use for the user's folder of rasters."""
+
+
+def client_of(block: str) -> str:
+    """The client a Python block is for: the first of PYTHON_CLIENTS it imports (pydantic-ai's blocks
+    import fastmcp's transport too, so pydantic_ai is looked for first)."""
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(ast.parse(block))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        )
+    }
+    return next(venv for module, venv in PYTHON_CLIENTS.items() if module in imported)
+
+
+def test_the_readme_has_a_python_block_for_every_python_client() -> None:
+    """Guards against a client row in the README's table without the code to paste for it."""
+    assert sorted(map(client_of, readme_blocks("python"))) == sorted(PYTHON_CLIENTS.values())
+
+
+@pytest.mark.parametrize("client", sorted(PYTHON_CLIENTS.values()))
+def test_the_readme_python_block_lists_the_tools_with_its_client(
+    client: str, workspace_dir: Path, private_state_dir: Path
+) -> None:
+    """Guards against a pasted block that fails with the pinned client (a renamed class, a wrong
+    keyword, a transport spelled the way another client spells it): each block runs, as written but
+    for the workspace folder, in its client's virtualenv and prints the three code-mode tools."""
+    blocks = [block for block in readme_blocks("python") if client_of(block) == client]
+    if not blocks:
+        pytest.fail(f"the README has no Python block for {client}")
+    python = ROOT / ".clients" / client / "bin" / "python"
+    if not python.exists():
+        reason = f"{client} is not installed under .clients/ (run scripts/install-python-clients)"
+        if REQUIRED:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    # `llmc-mcp` on PATH is this checkout's, as it is after the README's install command.
+    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
+    env[STATE_DIR_ENV] = str(private_state_dir)
+    for block in blocks:
+        code = block.replace(README_WORKSPACE, str(workspace_dir))
+        ran = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert sorted(ast.literal_eval(ran.stdout.strip().splitlines()[-1])) == [
+            "00_INIT",
+            "execute_code",
+            "read_stubs",
+        ]
