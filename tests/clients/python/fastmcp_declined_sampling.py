@@ -38,7 +38,11 @@ async def step(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any
         took = round(time.monotonic() - start, 3)
         return {"raised": type(exc).__name__, "message": str(exc)[:300], "s": took}
     text = "".join(getattr(block, "text", "") for block in result.content)
-    return {"is_error": result.is_error, "data": result.structured_content, "text": text[:300],
+    # An error's JSON is its text: it carries no structuredContent (DD-MCP-078).
+    data = result.structured_content
+    if result.is_error and data is None:
+        data = json.loads(text)
+    return {"is_error": result.is_error, "data": data, "text": text[:300],
             "s": round(time.monotonic() - start, 3)}  # fmt: skip
 
 
