@@ -520,6 +520,7 @@ async def slope_once(ws: Path, timeout: float, old_policy: bool, run: int) -> tu
     """(wall s, worker CPU s, outcome) of one terrain.slope call in a fresh in-process server."""
     from llmc_mcp.config import Settings
     from llmc_mcp.server.app import build_server
+    from llmc_mcp.server.results import result_data
 
     server = build_server(Settings(mode="classic", workspace=ws, exec_timeout=timeout))
     pool: Any = server.pool  # type: ignore[attr-defined]
@@ -533,8 +534,8 @@ async def slope_once(ws: Path, timeout: float, old_policy: bool, run: int) -> tu
         wall, cpu = time.monotonic() - start, worker_cpu(pids) - cpu0
         if not all(alive(pid) for pid in pids):
             cpu = math.nan  # a worker stopped by the limit took its CPU count with it
-    data = result.structured_content or {}
-    outcome = "ok" if not result.is_error else str(data.get("type") or data.get("error", {}).get("type"))
+    data = result_data(result)
+    outcome = "ok" if not result.is_error else str(data.get("type"))
     return wall, cpu, outcome
 
 
