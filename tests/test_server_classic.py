@@ -1,4 +1,7 @@
-"""Classic mode through real MCP clients: a tool per operation, prompts, the gate as isError hints."""
+"""Classic mode through real MCP clients: a tool per operation, prompts, the gate as isError hints.
+
+An error's JSON is its text (no structuredContent, DD-MCP-078): ``structured`` reads either.
+"""
 
 from __future__ import annotations
 
@@ -109,9 +112,11 @@ async def test_raster_stats_match_numpy(client: Client, workspace_dir: Path) -> 
     assert result["bands"][0]["valid_count"] == int(data.count())
 
 
-async def test_a_miss_is_an_error_with_structured_hints(client: Client, workspace_dir: Path) -> None:
+async def test_a_miss_is_an_error_with_its_hints_as_json_in_the_text(
+    client: Client, workspace_dir: Path
+) -> None:
     result = await client.call_tool("raster_reproject", REPROJECT)
-    assert result.is_error
+    assert result.is_error and result.structured_content is None
     data = structured(result)
     assert [h["domain"] for h in data["reflection_required"]] == ["crs_datum", "resampling"]
     assert "persist_justification" in data["next_action"]
