@@ -461,6 +461,7 @@ def test_the_readme_has_a_python_block_for_every_python_client() -> None:
     assert sorted(map(client_of, readme_blocks("python"))) == sorted(PYTHON_CLIENTS.values())
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("client", sorted(PYTHON_CLIENTS.values()))
 def test_the_readme_python_block_lists_the_tools_with_its_client(
     client: str, workspace_dir: Path, private_state_dir: Path
