@@ -51,6 +51,20 @@ async def test_the_code_bootstrap_fits_its_budget_by_the_one_count_in_both_eras(
     assert counts["legacy"] == counts["auto"] <= CODE_BOOTSTRAP_LIMIT == 800
 
 
+async def test_the_one_count_leaves_out_what_the_model_is_not_given(workspace_dir: Path) -> None:
+    """Guards against the demo and bench/tokens.py publishing different figures for one bootstrap: the
+    count is the tools as the model gets them (no list envelope, which differs between eras, and no
+    outputSchema, which the host keeps for typing results) plus the instructions, whoever counts."""
+    settings = Settings(mode="classic", workspace=workspace_dir)
+    tools, instructions = await _bootstrap(settings, "legacy")
+    assert any("outputSchema" in tool for tool in tools)
+    given = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in tools]
+    assert bootstrap_tokens(tools, instructions) == bootstrap_tokens(given, instructions)
+    assert bootstrap_tokens(*await _bootstrap(settings, "auto")) == bootstrap_tokens(tools, instructions)
+    for counter in (PACKAGE / "cli" / "demo.py", PACKAGE.parent / "bench" / "tokens.py"):
+        assert "bootstrap_tokens(" in counter.read_text(encoding="utf-8"), counter
+
+
 def _with_extra_operation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every module that imported the catalog sees one more raster operation."""
     extra = dataclasses.replace(get_operation("raster.stats"), name="stats_again", classic_name=None)

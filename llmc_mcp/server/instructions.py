@@ -43,10 +43,13 @@ def bootstrap_tokens(tools: Sequence[Mapping[str, Any]], instructions: str) -> i
     """The one count of a mode's bootstrap, as the model reads it; the demo and bench/tokens.py use it.
 
     ``tools`` are the entries of ``tools/list`` (``model_dump(by_alias=True, mode="json",
-    exclude_none=True)``), counted as compact JSON; the list's envelope (``ttlMs``, ``cacheScope``,
-    ``_meta``) is protocol a host keeps to itself, and differs between protocol eras, so it is left out.
+    exclude_none=True)``), counted as compact JSON, each as a host gives it to the model: name,
+    description, inputSchema, annotations. Left out: the list's envelope (``ttlMs``, ``cacheScope``,
+    ``_meta``), protocol that differs between eras, and the classic tools' ``outputSchema``, which a
+    host reads to type results (bench/tokens.py counts it apart).
     """
-    return count_json_tokens(list(tools)) + count_tokens(instructions)
+    given = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in tools]
+    return count_json_tokens(given) + count_tokens(instructions)
 
 
 def classic_instructions() -> str:
