@@ -121,7 +121,8 @@ class OutOfMemory(LlmcError):
         shown = "no limit" if limit == resource.RLIM_INFINITY else f"{limit >> 20} MiB"
         return cls(
             f"The operation ran out of memory: its worker may use {shown} (--memory-mb).",
-            fix="Work on a smaller window or file (or approx=True where offered), or ask the server's "
-            "operator to raise --memory-mb (LLMC_MCP_MEMORY_MB).",
+            fix="Make the input smaller: clip a part first (raster.clip; raster_clip in classic mode) or "
+            "coarsen it (raster.reproject's resolution), pass approx=True where the function offers it, "
+            "or ask the server's operator to raise --memory-mb (LLMC_MCP_MEMORY_MB).",
             details={"limit_mb": None if limit == resource.RLIM_INFINITY else limit >> 20},
         )

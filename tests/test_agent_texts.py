@@ -312,3 +312,14 @@ def test_both_resolution_forms_survive_a_converter_that_keeps_one_branch_of_a_un
         jsonschema.validate(form, converted)
         assert op.arguments.model_validate({**required, "resolution": form}).resolution == meaning
     assert op.arguments.model_validate({**required, "resolution": 30}).resolution == 30.0  # code mode's habit
+
+
+def test_the_out_of_memory_fix_names_steps_every_operation_can_take() -> None:
+    """Guards against "work on a smaller window" for operations that take no window: the steps are
+    functions of the catalog and an argument of the one they name."""
+    from llmc_mcp.errors import OutOfMemory
+
+    fix = OutOfMemory.in_this_process().fix
+    assert "window" not in fix and "--memory-mb" in fix
+    assert "raster_clip" in fix and get_operation("raster.clip").tool_name == "raster_clip"
+    assert "resolution" in get_operation("raster.reproject").arguments.model_fields
