@@ -85,7 +85,8 @@ def test_ts_sdk_client_runs_the_gated_reprojection(
         assert len(summary["conforming"]) == 7
         assert miss["hasStructuredContent"] is False
         bad = summary["badEnum"]
-        assert bad["isError"] and not bad["hasStructuredContent"] and bad["error"]["type"] == "invalid_argument"
+        assert bad["isError"] and not bad["hasStructuredContent"]
+        assert bad["error"]["type"] == "invalid_argument"
         assert bad["error"]["message"].startswith("raster_reproject: resampling must be one of 'nearest'")
 
     assert summary["output"] == {"path": DST, "epsg": 4326}
