@@ -283,12 +283,9 @@ async def classic_tool_lists(workspace: Path) -> list[list[Any]]:
     for label, tools in (("all namespaces", None), ("--tools raster,crs", "raster,crs")):
         server = build_server(Settings(mode="classic", workspace=workspace, tools=tools))
         async with Client(server, mode="legacy") as client:
-            listed = (await client.list_tools()).tools
-        full = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listed]
-        bare = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in full]
-        rows.append(
-            [label, len(listed), count_json_tokens({"tools": bare}), count_json_tokens({"tools": full})]
-        )
+            full = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)
+        bare = {**full, "tools": [{k: v for k, v in t.items() if k != "outputSchema"} for t in full["tools"]]}
+        rows.append([label, len(full["tools"]), count_json_tokens(bare), count_json_tokens(full)])
     return rows
 
 
