@@ -54,7 +54,10 @@ def condition(
     ctx: OperationContext,
     dem: Annotated[str, Field(description="Workspace-relative DEM (one band, north-up).")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif); "
+            "only an earlier output is replaced."
+        )
     ],
     method: Annotated[
         ConditionMethod,

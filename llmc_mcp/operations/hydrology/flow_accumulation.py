@@ -80,7 +80,10 @@ def flow_accumulation(
         str, Field(description="Workspace-relative flow directions from hydrology.flow_direction.")
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif); "
+            "only an earlier output is replaced."
+        )
     ],
     weights: Annotated[
         str | None,

@@ -94,7 +94,10 @@ def flow_direction(
         str, Field(description="Workspace-relative DEM, conditioned first (hydrology.condition).")
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif); "
+            "only an earlier output is replaced."
+        )
     ],
     routing: Annotated[
         FlowRouting,

@@ -50,7 +50,10 @@ def streams(
         str, Field(description="Workspace-relative output of hydrology.flow_accumulation.")
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif); "
+            "only an earlier output is replaced."
+        )
     ],
     threshold: Annotated[
         float, Field(description="Drainage area that makes a cell a channel (>= threshold).")

@@ -54,7 +54,10 @@ def watershed(
         Field(description="Outlets as [[x, y], ...] (x = easting or longitude), at most 1000."),
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif); "
+            "only an earlier output is replaced."
+        )
     ],
     points_crs: Annotated[
         str | None,

@@ -66,7 +66,10 @@ def align(
         Field(description="Workspace-relative raster whose grid (CRS, transform, size) the output takes."),
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     resampling: Annotated[
         Resampling,

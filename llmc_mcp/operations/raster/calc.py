@@ -145,7 +145,10 @@ def calc(
     ],
     inputs: CalcInputs,
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     dtype: Annotated[
         CalcDtype, Field(description="Output data type; integer types round to the nearest whole number.")

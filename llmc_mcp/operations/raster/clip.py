@@ -74,7 +74,10 @@ def clip(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     bounds: Annotated[
         tuple[float, float, float, float] | None,

@@ -106,7 +106,10 @@ def merge(
         list[str], Field(description="Workspace-relative rasters on one CRS, in order (first/last use it).")
     ],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     method: Annotated[
         MergeMethod,

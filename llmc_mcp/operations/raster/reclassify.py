@@ -95,7 +95,10 @@ def reclassify(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     rules: ReclassRules,
     default: Annotated[

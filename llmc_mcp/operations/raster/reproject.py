@@ -68,7 +68,10 @@ def reproject(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster (must have a CRS).")],
     dst: Annotated[
-        str, Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+        str, Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
+            "only an earlier output is replaced."
+        )
     ],
     dst_crs: Annotated[
         str,

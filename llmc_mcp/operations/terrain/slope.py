@@ -12,7 +12,9 @@ from llmc_mcp.operations.models import TerrainResult
 from llmc_mcp.operations.terrain.dem import Spans, horn_gradient, run
 
 DEM_FIELD = Field(description="Workspace-relative elevation raster (band 1 is used), e.g. 'dem.tif'.")
-DST_FIELD = Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced.")
+DST_FIELD = Field(
+    description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+)
 Z_FACTOR_FIELD = Field(
     description="Metres per elevation unit (0.3048 for feet; also a vertical exaggeration). Default: from "
     "the band's declared unit, the CRS's vertical unit, or the unit of a projected CRS."
