@@ -73,6 +73,15 @@ def every_provenance_record_conforms(tmp_path_factory: pytest.TempPathFactory) -
     assert not bad, bad
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here, not in tests/clients/, because tests/test_installs.py marks client runs too.
+    config.addinivalue_line(
+        "markers",
+        "clients: drives the server with third-party clients (Node: Inspector, TS SDK, conformance; "
+        "Python: openai-agents, pydantic-ai, langchain-mcp-adapters, fastmcp)",
+    )
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _RECORDS_CHECKED:
         count = _RECORDS_CHECKED[0]

@@ -40,13 +40,6 @@ PYTHON_CLIENTS = ROOT / ".clients"  # one virtualenv per Python client (scripts/
 PYTHON_INSTALL_HINT = "run scripts/install-python-clients"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "clients: drives the server with third-party clients (Node: Inspector, TS SDK, conformance; "
-        "Python: openai-agents, pydantic-ai, langchain-mcp-adapters, fastmcp)",
-    )
-
 
 def need(condition: object, reason: str) -> None:
     """Skip (or, with LLMC_MCP_REQUIRE_CLIENTS=1, fail) unless ``condition`` holds."""
