@@ -115,15 +115,7 @@ class Gate:
             key = self.key(decision)
             if self.store.get(decision.domain, key) is not None:
                 continue
-            template = self.prompts.get(decision.prompt)
-            hint = Hint(
-                domain=decision.domain,
-                prompt=decision.prompt,
-                prompt_args=decision.args,
-                hash=key,
-                prompt_text=template.render(decision.args),
-                operation=op.qualname,
-            )
+            hint = self._hint(decision, key, op.qualname)
             content = {"hint": hint.model_dump(), "args": decision.args, "subject": decision.subject}
             self.pending.issue(decision.domain, key, content, principal(session))
             hints.append(hint)
@@ -269,16 +261,18 @@ class Gate:
                 fix=f"Ask the workspace's owner to revoke it: llmc-mcp justifications revoke {key}",
             )
         decision = Decision(current.domain, current.prompt, dict(current.prompt_args), subject)
-        template = self.prompts.get(current.prompt)
-        hint = Hint(
-            domain=current.domain,
-            prompt=current.prompt,
-            prompt_args=current.prompt_args,
-            hash=key,
-            prompt_text=template.render(current.prompt_args),
-            operation=current.operation,
-        )
+        hint = self._hint(decision, key, current.operation)
         return hint, decision, validate_justification(justification, decision, hint.prompt_text)
+
+    def _hint(self, decision: Decision, key: str, operation: str) -> Hint:
+        return Hint(
+            domain=decision.domain,
+            prompt=decision.prompt,
+            prompt_args=decision.args,
+            hash=key,
+            prompt_text=self.prompts.get(decision.prompt).render(decision.args),
+            operation=operation,
+        )
 
     def _issued(self, key: str, owner: str | None) -> tuple[Hint, Decision] | None:
         """The hint issued for ``key`` to ``owner`` and its decision, whichever domain it is filed in.

@@ -195,17 +195,15 @@ class JustificationStore:
                 if existing is not None:
                     raise RecordExists(
                         f"The {signed.domain} decision {signed.key} is already justified (recorded "
-                        f"{existing.created_at}); a record is never replaced.",
-                        fix="Nothing to persist: run the operation again, it will proceed.",
+                        f"{existing.created_at}); only the session that wrote it may replace it.",
+                        fix="Nothing to persist: run the operation again, it will proceed. If this session "
+                        "wrote it and it is wrong, persist the right one with supersede=True.",
                     )
                 atomic_write(path, data)
             if owner is not None:
                 self._tally(path, owner)
         except OSError as exc:
-            raise StoreError(
-                f"Could not write the justification store ({_os_reason(exc)}).",
-                fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
-            ) from None
+            raise _write_failed(exc) from None
         return signed
 
     def written_by(self, domain: str, key: str, owner: str | None) -> bool:
@@ -252,10 +250,7 @@ class JustificationStore:
             if owner is not None:
                 self._tally(path, owner)
         except OSError as exc:
-            raise StoreError(
-                f"Could not write the justification store ({_os_reason(exc)}).",
-                fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
-            ) from None
+            raise _write_failed(exc) from None
         return signed
 
     def revoke(self, domain: str, key: str, *, by: str) -> Record | None:
@@ -414,6 +409,13 @@ class JustificationStore:
             assert self._key_path is not None
             self._secret = _load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
         return self._secret
+
+
+def _write_failed(exc: OSError) -> StoreError:
+    return StoreError(
+        f"Could not write the justification store ({_os_reason(exc)}).",
+        fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
+    )
 
 
 def _encode(record: Record) -> bytes:
