@@ -244,8 +244,12 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
     try:
         if kind == "llmc":
             from llmc_mcp.operations import OperationContext, get_operation
+            from llmc_mcp.operations.gdal_env import size_block_cache
             from llmc_mcp.workspace import Workspace
 
+            if limit_mib:
+                # What a worker started with --memory-mb does: GDAL's block cache from the budget.
+                size_block_cache(limit_mib)
             op = get_operation("raster.stats")
             ctx = OperationContext(Workspace(ws), num_threads=2)
             args = op.validate({"path": "big.tif", "percentiles": PERCENTILES})
