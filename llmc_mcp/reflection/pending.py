@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmc_mcp.errors import LlmcError, StoreError
 from llmc_mcp.reflection.specs import DOMAINS
-from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write, owner_tag
+from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write, owner_tag, read_bounded
 
 if TYPE_CHECKING:
     from llmc_mcp.outputs import OutputLedger
@@ -221,8 +221,7 @@ class PendingHints:
         if not KEY_PATTERN.match(key):
             return None
         try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_HINT_BYTES + 1)
+            raw = read_bounded(path, MAX_HINT_BYTES)
         except FileNotFoundError:
             return None
         except OSError:

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -151,7 +152,7 @@ class JustificationStore:
         """The verified record for ``key``, or None (missing, unreadable, forged or stale)."""
         path = self.path_for(domain, key)
         try:
-            raw = _read_bounded(path)
+            raw = read_bounded(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -278,7 +279,7 @@ class JustificationStore:
                 if not KEY_PATTERN.match(key):
                     continue
                 with contextlib.suppress(OSError):
-                    record = self._verify(_read_bounded(path), domain, key, path)
+                    record = self._verify(read_bounded(path), domain, key, path)
                     if record is not None and record.superseded_by is not None:
                         yield record
 
@@ -322,7 +323,7 @@ class JustificationStore:
                 if not KEY_PATTERN.match(key):
                     continue
                 with contextlib.suppress(OSError):
-                    record = self._verify(_read_bounded(path), domain, key, path)
+                    record = self._verify(read_bounded(path), domain, key, path)
                     if record is not None:
                         yield record
 
@@ -347,7 +348,7 @@ class JustificationStore:
         revoked: list[tuple[Record, Path]] = []
         for path in sorted(folder.glob(f"{stem}.*.json")) if folder.is_dir() else ():
             with contextlib.suppress(OSError):
-                record = self._verify(_read_bounded(path), domain, key, path)
+                record = self._verify(read_bounded(path), domain, key, path)
                 if record is not None and "revoked_at" in (record.superseded_by or {}):
                     revoked.append((record, path))
         if not revoked:
@@ -517,10 +518,16 @@ def _load_or_create_secret(path: Path, legacy: Path | None = None) -> bytes:
     return secret
 
 
-def _read_bounded(path: Path) -> bytes:
-    """A record file's bytes, reading at most one byte past :data:`MAX_RECORD_BYTES` (then it is none)."""
-    with path.open("rb") as handle:
-        return handle.read(MAX_RECORD_BYTES + 1)
+def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """The bytes of one of the server's files in the workspace, at most one past ``limit`` (then it is
+    too big): a regular file reached through no link, opened without blocking, so a FIFO or a device
+    planted under its name raises :class:`OSError` instead of hanging the server (FileNotFoundError
+    when it is missing)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read(limit + 1)
 
 
 def _exclusive_write(path: Path, data: bytes) -> bool:

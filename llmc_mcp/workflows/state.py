@@ -45,7 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
 from llmc_mcp.outputs.models import MiB, Quota, Signer
-from llmc_mcp.reflection.store import atomic_write, key_path
+from llmc_mcp.reflection.store import atomic_write, key_path, read_bounded
 
 if TYPE_CHECKING:
     from llmc_mcp.outputs import OutputLedger
@@ -358,8 +358,7 @@ class StateStore:
         cannot be checked without the id, which the server does not keep.
         """
         try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_STATE_BYTES + 4096)
+            raw = read_bounded(path, MAX_STATE_BYTES + 4096)
         except FileNotFoundError:
             return None
         except OSError as exc:

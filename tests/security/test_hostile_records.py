@@ -21,8 +21,10 @@ These specify, as an attacker would try it:
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -430,3 +432,19 @@ def test_a_hostile_field_cannot_pose_as_a_line_of_the_review_form(field: str) ->
 
     assert len(form(hostile_record)) == len(form(benign_record))
     assert [line for line in form(hostile_record) if line.startswith("Approve")] == ["Approve this decision?"]
+
+
+def test_a_fifo_under_a_records_name_is_no_record_and_does_not_hang_the_server(workspace_dir: Path) -> None:
+    """Guards against a record read that blocks for ever: a FIFO planted under a justification's (or an
+    open question's) name hung the gate's look-up in the server. It is read as no record."""
+    store = JustificationStore(Workspace(workspace_dir).preflight_dir)
+    key = "sha256:" + "c" * 64
+    path = store.path_for("resampling", key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    found: list[Any] = []
+    thread = threading.Thread(target=lambda: found.append(store.get("resampling", key)), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the look-up blocked on the FIFO"
+    assert found == [None]

@@ -436,3 +436,21 @@ async def test_the_server_lists_and_runs_workflows_beside_every_hostile_definiti
         )
     assert sorted(p["file"] for p in listed["skipped"]) == ["deep.yaml", "laughs.yaml", "loops.yaml"]
     assert answered["step"] == "analyse"
+
+
+def test_a_fifo_under_a_state_files_name_is_not_read_and_the_sweep_does_not_hang(
+    workspace: Workspace,
+) -> None:
+    """Guards against a state read that blocks for ever: a FIFO (anyone who can write the workspace can
+    make one) under a run's name, or beside the states, hung ``load`` and the start-up sweep, which
+    holds the folder's lock. It is no state: not found, and swept."""
+    engine = engine_for(workspace)
+    run = engine.start("chain_of_thought", {"problem": "p"}, ALICE)
+    path = state_file(engine)
+    path.unlink()
+    os.mkfifo(path)
+    os.mkfifo(engine.states.folder / "planted.json")
+    outcome = in_thread(lambda: engine.state(run.state_id, ALICE))
+    assert isinstance(outcome["error"], NotFound)
+    assert in_thread(engine.states.sweep)["value"] == 2
+    assert list(engine.states.folder.glob("*.json")) == []
