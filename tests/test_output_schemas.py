@@ -166,25 +166,31 @@ async def test_a_preview_declares_the_note_that_replaces_its_image(classic_setti
     assert [block.type for block in result.content] == ["text", "image"]
 
 
+async def failure(settings: Settings, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The error JSON and text of calling ``tool``: an ``isError`` result with no structuredContent,
+    which the TypeScript SDK would reject, so its JSON is in the text."""
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error and result.structured_content is None
+    return json.loads(text(result)), text(result)
+
+
+REPROJECT = {"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
+
+
 async def test_an_error_has_its_json_in_the_text_and_no_structured_content(
     classic_settings: Settings,
 ) -> None:
     """Guards against an isError result with structuredContent, which the TypeScript SDK rejects."""
-    async with Client(build_server(classic_settings)) as client:
-        result = await client.call_tool("raster_info", {"path": "../outside.tif"})
-    assert result.is_error and result.structured_content is None
-    assert json.loads(text(result))["type"] == "path_refused"
+    error, _ = await failure(classic_settings, "raster_info", {"path": "../outside.tif"})
+    assert error["type"] == "path_refused"
 
 
 async def test_a_gate_miss_has_its_hints_in_the_text_and_no_structured_content(
     classic_settings: Settings,
 ) -> None:
     """Guards against the hints living only in structuredContent, which an error no longer carries."""
-    arguments = {"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}
-    async with Client(build_server(classic_settings)) as client:
-        miss = await client.call_tool("raster_reproject", arguments)
-    data = json.loads(text(miss))
-    assert miss.is_error and miss.structured_content is None
+    data, _ = await failure(classic_settings, "raster_reproject", REPROJECT)
     assert [h["domain"] for h in data["reflection_required"]] == ["crs_datum", "resampling"]
     assert all(h["hash"].startswith("sha256:") for h in data["reflection_required"])
 
@@ -193,29 +199,23 @@ async def test_a_wrong_enum_value_is_an_invalid_argument_naming_tool_argument_an
     classic_settings: Settings,
 ) -> None:
     """Guards against pydantic's raw text and its pydantic.dev link instead of the project's error."""
-    arguments = {"src": "RGB.byte.tif", "dst": "o.tif", "dst_crs": "EPSG:4326", "resampling": "magic"}
-    async with Client(build_server(classic_settings)) as client:
-        result = await client.call_tool("raster_reproject", arguments)
-    error = json.loads(text(result))
-    assert result.is_error and result.structured_content is None
+    error, raw = await failure(classic_settings, "raster_reproject", REPROJECT | {"resampling": "magic"})
     assert error["type"] == "invalid_argument" and error["fix"]
     assert error["message"].startswith("raster_reproject: resampling must be one of 'nearest', 'bilinear'")
-    assert "pydantic.dev" not in text(result)
+    assert "pydantic.dev" not in raw
 
 
 async def test_a_wrong_argument_name_is_an_invalid_argument_listing_the_tools_arguments(
     classic_settings: Settings,
 ) -> None:
     """Guards against a misspelt argument getting pydantic's 'Extra inputs are not permitted' and a link."""
-    async with Client(build_server(classic_settings)) as client:
-        result = await client.call_tool("raster_info", {"path": "RGB.byte.tif", "include_wtk": True})
-    error = json.loads(text(result))
+    error, raw = await failure(classic_settings, "raster_info", {"path": "RGB.byte.tif", "include_wtk": True})
     assert error["type"] == "invalid_argument"
     assert error["message"] == (
         "raster_info: include_wtk is not an argument of this tool (its arguments: path, include_wkt, "
         "georeferencing)."
     )
-    assert "pydantic.dev" not in text(result)
+    assert "pydantic.dev" not in raw
 
 
 async def test_tools_serves_the_classic_tools_of_the_namespaces_named(workspace_dir: Path) -> None:
