@@ -75,6 +75,17 @@ def problems(schema_file: str, document: Any) -> list[str]:
     ]
 
 
+async def serves_code_mode(params: StdioServerParameters) -> None:
+    """The server ``params`` starts lists the code-mode tools and reads a raster through them."""
+    async with Client(params) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == [
+            "00_INIT",
+            "execute_code",
+            "read_stubs",
+        ]
+        assert structured(await client.call_tool("execute_code", {"code": INFO}))["result"] == [791, 718]
+
+
 # ---------------------------------------------------------------------------------------------- schemas
 
 
@@ -319,13 +330,7 @@ async def test_the_image_serves_over_stdio_read_only_and_offline(
         args=["run", "-i", "--rm", "--init", "--network", "none", "--read-only", "--tmpfs", "/tmp",
               "-v", f"{workspace}:/workspace", tag],
     )  # fmt: skip
-    async with Client(params) as client:
-        assert sorted(t.name for t in (await client.list_tools()).tools) == [
-            "00_INIT",
-            "execute_code",
-            "read_stubs",
-        ]
-        assert structured(await client.call_tool("execute_code", {"code": INFO}))["result"] == [791, 718]
+    await serves_code_mode(params)
 
 
 # ------------------------------------------------------------------------------------------------- uvx
@@ -378,13 +383,7 @@ async def test_uvx_from_a_clone_serves_over_stdio(
         env=env,
         cwd=str(clone),
     )
-    async with Client(params) as client:
-        assert sorted(t.name for t in (await client.list_tools()).tools) == [
-            "00_INIT",
-            "execute_code",
-            "read_stubs",
-        ]
-        assert structured(await client.call_tool("execute_code", {"code": INFO}))["result"] == [791, 718]
+    await serves_code_mode(params)
 
 
 # ---------------------------------------------------------------------------------------------- README
