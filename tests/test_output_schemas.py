@@ -223,8 +223,13 @@ async def test_tools_serves_the_classic_tools_of_the_namespaces_named(workspace_
     settings = Settings(mode="classic", workspace=workspace_dir, tools="raster,crs")
     async with Client(build_server(settings)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
+        guide = client.instructions or ""
     expected = {name for name, op in CLASSIC.items() if op.namespace in ("raster", "crs")}
     assert names == expected | {"persist_justification"}
+    # The guide names the tools served and no other (it, too, is sent on every turn).
+    assert "in the namespaces raster, crs:" in guide
+    assert all(f"- {name}:" in guide for name in expected)
+    assert not [name for name in set(CLASSIC) - expected if name in guide]
 
 
 def test_tools_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

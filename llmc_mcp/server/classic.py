@@ -25,14 +25,14 @@ from pydantic import Field, ValidationError
 
 from llmc_mcp import __version__
 from llmc_mcp.config import Settings
-from llmc_mcp.operations import CATALOG, Operation
+from llmc_mcp.operations import Operation
 from llmc_mcp.reflection.gate import PersistResult
 from llmc_mcp.reflection.prompts import PromptTemplate
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.base import LlmcServer
 from llmc_mcp.server.host import worker_pool
-from llmc_mcp.server.instructions import classic_instructions
+from llmc_mcp.server.instructions import classic_instructions, classic_operations
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
 from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result, output_schema
@@ -75,16 +75,15 @@ class ClassicServer(LlmcServer):
 def build_classic_server(runtime: Runtime) -> MCPServer:
     pool = worker_pool(runtime)
     calls = ResumableCalls()
-    selected = runtime.settings.tools
     server = ClassicServer(
         "llmc-mcp",
-        instructions=classic_instructions(),
+        instructions=classic_instructions(runtime.settings.tools),
         version=__version__,
         lifespan=worker_lifespan(pool, calls),
     )
     server.pool = pool  # type: ignore[attr-defined]
     server.resource_lister = serve_resources(server, runtime, pool, None)
-    for op in (op for op in CATALOG if op.classic and (selected is None or op.namespace in selected)):
+    for op in classic_operations(runtime.settings.tools):
         server.add_tool(
             _operation_tool(op, pool, calls, runtime.settings),
             name=op.tool_name,

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmc_mcp.config import Settings
-from llmc_mcp.operations import CATALOG, NAMESPACES
+from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 _PATHS = (
@@ -52,11 +52,27 @@ def bootstrap_tokens(tools: Sequence[Mapping[str, Any]], instructions: str) -> i
     return count_json_tokens(given) + count_tokens(instructions)
 
 
-def classic_instructions() -> str:
-    tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in CATALOG if op.classic)
+def classic_operations(namespaces: Sequence[str] | None = None) -> list[Operation]:
+    """The operations classic mode serves as tools: every classic one, or those of ``namespaces``
+    (``--tools``); the tool list and the guide both come from this one selection."""
+    return [op for op in CATALOG if op.classic and (namespaces is None or op.namespace in namespaces)]
+
+
+def classic_instructions(namespaces: Sequence[str] | None = None) -> str:
+    """The classic guide for the tools served (``namespaces`` as :func:`classic_operations` takes it):
+    it names those tools and namespaces only, never one the host cannot call."""
+    served = classic_operations(namespaces)
+    tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in served)
+    names = [ns for ns in NAMESPACES if any(op.namespace == ns for op in served)]
+    workflows = (
+        "Workflows: workflow_list offers guided tasks, walked one step at a time with "
+        "workflow_start and workflow_submit; each next_action is the exact tool call to make next. "
+        if "workflows" in names
+        else ""
+    )
     return (
         f"llmc-mcp (classic mode): geospatial raster work (rasterio/GDAL, pyproj), one tool per "
-        f"operation, in the namespaces {', '.join(_classic_namespaces())}:\n"
+        f"operation, in the namespaces {', '.join(names)}:\n"
         f"{tools}\n"
         "- persist_justification: store a justification a tool asked for.\n\n"
         "Reflection: consequential choices (target CRS, resampling, lossy compression) need a "
@@ -64,16 +80,10 @@ def classic_instructions() -> str:
         "hints with domain, hash and prompt_text) and next_action. Answer each hint's prompt_text; then "
         "persist every answer with persist_justification(hash, domain, justification) and repeat the "
         "call. Justifications are cached: the same decision is not asked twice. The prompts are also "
-        "MCP prompts. Workflows: workflow_list offers guided tasks, walked one step at a time with "
-        "workflow_start and workflow_submit; each next_action is the exact tool call to make next. "
+        f"MCP prompts. {workflows}"
         "Errors are JSON with a snake_case type (invalid_argument, not_found, refused: a deliberate "
         "refusal, change the call as fix says; reflection_required...), message and fix.\n\n" + _PATHS
     )
-
-
-def _classic_namespaces() -> list[str]:
-    """The namespaces classic mode has tools in, from the catalog (never a fixed phrase that ages)."""
-    return [ns for ns in NAMESPACES if any(op.classic and op.namespace == ns for op in CATALOG)]
 
 
 def code_instructions(settings: Settings) -> str:
