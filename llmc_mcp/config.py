@@ -99,6 +99,13 @@ class Settings(BaseModel):
             raise ValueError(f"unknown namespace(s) {unknown}; choose from {','.join(NAMESPACES)}")
         return value
 
+    @field_validator("init_tool_name")
+    @classmethod
+    def _init_name_is_free(cls, value: str) -> str:
+        if value in ("read_stubs", "execute_code"):
+            raise ValueError(f"init_tool_name {value!r} is the name of another code-mode tool; choose one")
+        return value
+
     @model_validator(mode="after")
     def _tools_are_classic(self) -> Settings:
         if self.tools is not None and self.mode != "classic":

@@ -140,6 +140,14 @@ def test_the_init_tool_name_flag_reaches_the_settings_and_refuses_a_leading_digi
         Settings(workspace=tmp_path, init_tool_name="1init")
 
 
+@pytest.mark.parametrize("name", ["read_stubs", "execute_code"])
+def test_the_init_tool_name_cannot_take_another_tools_name(tmp_path: Path, name: str) -> None:
+    """Guards against a server that dies at start-up with pydantic's TypeError (two tools registered
+    under one name) instead of a settings error naming the flag."""
+    with pytest.raises(ValidationError, match="name of another code-mode tool"):
+        Settings(workspace=tmp_path, init_tool_name=name)
+
+
 # --------------------------------------------------------------------------- fixes the agent can take
 
 
