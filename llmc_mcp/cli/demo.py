@@ -34,7 +34,6 @@ INDEX = "grvi.tif"
 INDEX_EXPRESSION = "(green - red) / (green + red)"
 """The green-red vegetation index: the sample is a visible-light RGB scene, so no near infrared for NDVI."""
 INDEX_INPUTS = {"red": {"path": SAMPLE, "band": 1}, "green": {"path": SAMPLE, "band": 2}}
-JUSTIFICATIONS = EXAMPLE_JUSTIFICATIONS
 STUB_READS = (
     "raster.info",
     "raster.stats",
@@ -155,7 +154,7 @@ async def _code_story(client: Client, t: Transcript) -> None:
     miss = await _execute(client, t, "execute_code: reproject (gate miss)", reproject)
     hints = (miss.structured_content or {}).get("reflection_required", [])
     persist = "".join(
-        f'reflection.persist("{h["hash"]}", "{h["domain"]}", {JUSTIFICATIONS[h["domain"]]!r})\n'
+        f'reflection.persist("{h["hash"]}", "{h["domain"]}", {EXAMPLE_JUSTIFICATIONS[h["domain"]]!r})\n'
         for h in hints
     )
     retry = persist + reproject + '\n{k: out[k] for k in ("width", "height", "crs", "res")}'
@@ -189,7 +188,7 @@ async def _classic_story(client: Client, t: Transcript) -> None:
         persist = {
             "hash": hint["hash"],
             "domain": hint["domain"],
-            "justification": JUSTIFICATIONS[hint["domain"]],
+            "justification": EXAMPLE_JUSTIFICATIONS[hint["domain"]],
         }
         t.add(
             f"persist_justification ({hint['domain']})",
