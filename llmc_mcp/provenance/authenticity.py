@@ -27,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmc_mcp.errors import Refused
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX, problems
+from llmc_mcp.reflection.store import read_bounded
 
 if TYPE_CHECKING:  # at run time, importing the outputs package here would import this module again
     from llmc_mcp.outputs.models import Signer
@@ -152,13 +152,9 @@ def _read_for_seal(path: Path, dst: str) -> dict[str, Any]:
         fix="Run the operation again; if it persists, report it with the server log.",
     )
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_bounded(path, MAX_RECORD_BYTES)
     except OSError:
         raise refused from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise refused
-        data = handle.read(MAX_RECORD_BYTES + 1)
     try:
         if len(data) > MAX_RECORD_BYTES:
             raise ValueError("too large")

@@ -28,6 +28,7 @@ from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, verified
 from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.reflection.store import read_bounded
 from llmc_mcp.workspace import Workspace
 
 MAX_RECORDS = 5000
@@ -182,9 +183,10 @@ def _ledger_records(workspace: Workspace, owned: list[str]) -> list[str]:
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_RECORD_BYTES:
+        data = read_bounded(path, MAX_RECORD_BYTES)
+        if len(data) > MAX_RECORD_BYTES:
             return None
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     return content if isinstance(content, dict) else None
