@@ -39,6 +39,7 @@ from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.workspace import Workspace
+from tests.mcp_helpers import justification_for
 from tests.rasters import write
 
 CONVERT = get_operation("raster.convert")
@@ -84,18 +85,20 @@ def unsigned(record: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
     return forged
 
 
+def out_and_decoy(ctx: OperationContext, workspace_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``out.tif`` converted from ``src.tif``: its genuine record, and that record's input pointed at
+    ``decoy.tif`` (hash and all), as a forger would rewrite it."""
+    raster(workspace_dir / "src.tif", 1)
+    raster(workspace_dir / "decoy.tif", 5)
+    convert(ctx, "src.tif", "out.tif")
+    genuine = record_of(workspace_dir / "out.tif")
+    decoy = {**genuine["inputs"][0], "path": "decoy.tif", "sha256": sha256_of(workspace_dir / "decoy.tif")}
+    return genuine, decoy
+
+
 def stored_decision(workspace: Workspace) -> Record:
     """A justification on record in the workspace's store, as the gate keeps it."""
-    justification = {
-        "intent": "Smooth elevation for a slope map.",
-        "alternatives": [{"method": "nearest", "why_not": "It makes steps in the slopes."}],
-        "choice": {
-            "method": "bilinear",
-            "rationale": "Elevation varies smoothly.",
-            "tradeoffs": "Softer peaks.",
-        },
-        "confidence": "high",
-    }
+    justification = justification_for({"prompt_args": {"method": "bilinear"}})
     record = Record(key="sha256:" + "b" * 64, domain="resampling", operation="raster.reproject",
                     prompt="justify_resampling_method", prompt_args={"method": "bilinear"},
                     prompt_hash="sha256:x", justification=justification)  # fmt: skip
@@ -223,15 +226,7 @@ def test_lineage_follows_the_genuine_record_not_a_planted_one(
     """Guards against the review's forgery: an unsigned, conforming ``0.provenance.json`` claiming the
     output's bytes (named to be read first) shadowed the genuine record. It is listed as unverified
     and never walked; the walk reaches the real original."""
-    raster(workspace_dir / "src.tif", 1)
-    raster(workspace_dir / "decoy.tif", 5)
-    convert(ctx, "src.tif", "out.tif")
-    genuine = record_of(workspace_dir / "out.tif")
-    forged_input = {
-        **genuine["inputs"][0],
-        "path": "decoy.tif",
-        "sha256": sha256_of(workspace_dir / "decoy.tif"),
-    }
+    genuine, forged_input = out_and_decoy(ctx, workspace_dir)
     plant(workspace_dir / f"0{RECORD}", unsigned(genuine, inputs=[forged_input]))
     walked = lineage(ctx, "out.tif")
     assert [step.record for step in walked.steps] == [f"out.tif{RECORD}"]
@@ -244,15 +239,7 @@ def test_a_record_edited_after_it_was_sealed_is_unverified(
 ) -> None:
     """Guards against a seal checked for presence only: the genuine record, its inputs rewritten and
     its signature kept, no longer counts (the output then reads as an original)."""
-    raster(workspace_dir / "src.tif", 1)
-    raster(workspace_dir / "decoy.tif", 5)
-    convert(ctx, "src.tif", "out.tif")
-    genuine = record_of(workspace_dir / "out.tif")
-    forged_input = {
-        **genuine["inputs"][0],
-        "path": "decoy.tif",
-        "sha256": sha256_of(workspace_dir / "decoy.tif"),
-    }
+    genuine, forged_input = out_and_decoy(ctx, workspace_dir)
     plant(workspace_dir / f"out.tif{RECORD}", {**genuine, "inputs": [forged_input]})
     walked = lineage(ctx, "out.tif")
     assert walked.steps == [] and walked.originals == ["out.tif"]
