@@ -243,8 +243,8 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
     result: dict[str, Any] = {}
     try:
         if kind == "llmc":
+            from llmc_mcp.gdal.environment import size_block_cache
             from llmc_mcp.operations import OperationContext, get_operation
-            from llmc_mcp.operations.gdal_env import size_block_cache
             from llmc_mcp.workspace import Workspace
 
             if limit_mib:

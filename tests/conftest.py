@@ -17,7 +17,7 @@ import pytest
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.provenance.conformance import problems
-from llmc_mcp.reflection.store import STATE_DIR_ENV
+from llmc_mcp.state import STATE_DIR_ENV
 from llmc_mcp.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ from mcp import Client, StdioServerParameters
 
 from llmc_mcp import __version__
 from llmc_mcp.cli.main import build_parser
-from llmc_mcp.reflection.store import STATE_DIR_ENV
+from llmc_mcp.state import STATE_DIR_ENV
 from tests.mcp_helpers import structured
 from tests.test_packaging import NOT_IN_A_CLONE
 

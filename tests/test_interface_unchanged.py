@@ -81,7 +81,7 @@ async def test_the_tool_list_and_its_schemas_are_identical_to_the_golden_copy(
     mode: str, era: str, workspace_dir: Path
 ) -> None:
     """Guards against a refactor that changes a tool's name, description, input or output schema, its
-    annotations, the instructions, or the prompts and resource templates a host lists. Both protocol eras must list the
-    same thing, so both compare against one copy."""
+    annotations, the instructions, or the prompts and resource templates a host lists. Both protocol
+    eras must list the same thing, so both compare against one copy."""
     listing = await _listing(Settings(mode=mode, workspace=workspace_dir), era)
     _compare(f"listing/{mode}.json", json.dumps(listing, indent=1, sort_keys=True) + "\n")

@@ -26,9 +26,9 @@ from rasterio.warp import reproject as warp_in_memory
 from rio_cogeo.cogeo import cog_validate
 
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError
+from llmc_mcp.gdal.environment import READ_DRIVERS, disable_network, gdal_env
 from llmc_mcp.operations import raster
 from llmc_mcp.operations.catalog import Operation, OperationContext
-from llmc_mcp.operations.gdal_env import READ_DRIVERS, disable_network, gdal_env
 from tests.conftest import SHARED_FILES
 
 

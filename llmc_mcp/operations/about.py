@@ -13,8 +13,9 @@ from typing import Any
 
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.errors import LlmcError
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.messages import GDAL_ERRORS
 from llmc_mcp.operations.catalog import Operation, OperationContext
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, open_for_read
 
 
 def describe_inputs(

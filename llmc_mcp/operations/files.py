@@ -3,7 +3,7 @@
 ``files.list`` walks the workspace where the operation runs (the session's worker), headers only, and
 bounded three ways: entries shown (:data:`MAX_ENTRIES`), raster headers read (:data:`MAX_SUMMARIES`)
 and directory entries looked at (:data:`MAX_SCANNED`). Rasters are opened through
-:func:`~llmc_mcp.operations.gdal_env.open_for_read`, so a hostile file is listed with the reason it
+:func:`~llmc_mcp.gdal.datasets.open_for_read`, so a hostile file is listed with the reason it
 is refused, never opened further and never failing the listing.
 
 ``files.remove`` is not decided here: the worker can write anywhere in the workspace, the ledger
@@ -25,8 +25,9 @@ from rasterio.crs import CRS as RioCRS
 
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.errors import LlmcError, PathRefused
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, open_for_read, translate_gdal_error
 from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary, RemovedFile
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.workspace import RESERVED_DIRS, check_relative_name

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from llmc_mcp.capture import capture
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Operation, OperationContext
-from llmc_mcp.operations.gdal_env import gdal_env
-from llmc_mcp.provenance.capture import capture
 
 
 class GateLike(Protocol):

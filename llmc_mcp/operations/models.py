@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmc_mcp.gdal.datasets import GeoreferencingSource
+
 Resampling = Literal[
     "nearest",
     "bilinear",
@@ -44,9 +46,6 @@ Compression = Literal[
 CrsKind = Literal[
     "geographic", "projected", "compound", "geocentric", "vertical", "engineering", "bound", "other"
 ]
-
-GeoreferencingSource = Literal["file", "aux.xml", "world file", "tab file", "none"]
-"""Where a raster's geotransform and CRS come from as GDAL opens it."""
 
 
 class _Model(BaseModel):

@@ -100,7 +100,7 @@ def report(done: int, total: int, what: str | None = None) -> None:
 
 
 def _operation() -> str:
-    from llmc_mcp.provenance.capture import current
+    from llmc_mcp.capture import current
 
     invocation = current()
     return invocation.operation if invocation is not None else "operation"

@@ -1,7 +1,7 @@
 """Polygon zones and masks from a workspace vector file, read under the same rules as rasters.
 
 pyogrio ships its own GDAL (``pyogrio.libs/libgdal-*.so``), a second library beside rasterio's that
-:mod:`llmc_mcp.operations.gdal_env` does not reach. So the first read in a process hardens that
+:mod:`llmc_mcp.gdal` does not reach. So the first read in a process hardens that
 library the same way (DD-MCP-038): every driver but :data:`VECTOR_DRIVERS` is deregistered, and the
 network options (dead proxy, no PROJ network, no /vsicurl/) are set as GDAL config options. Paths
 go through the workspace policy (no URL, no /vsi prefix, no ':'), only three formats are accepted by
@@ -31,12 +31,13 @@ import numpy as np
 from pyproj import CRS
 from pyproj.exceptions import ProjError
 
+from llmc_mcp.capture import note_input
 from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused, Refused
+from llmc_mcp.gdal.environment import HARDENED_CONFIG, deregister_in
+from llmc_mcp.gdal.messages import translate_gdal_error
 from llmc_mcp.operations.crs_routes import choose_operation
-from llmc_mcp.operations.gdal_env import HARDENED_CONFIG, deregister_in, translate_gdal_error
 from llmc_mcp.operations.models import TransformOperation
-from llmc_mcp.provenance.capture import note_input
 
 if TYPE_CHECKING:
     import rasterio.crs

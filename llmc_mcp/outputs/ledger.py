@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from llmc_mcp.capture import sha256_of
+from llmc_mcp.durable import atomic_write
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
@@ -29,9 +31,8 @@ from llmc_mcp.outputs.models import (
     RemoveRefused,
 )
 from llmc_mcp.provenance.authenticity import Claim, seal, verify_claims
-from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.record import RECORD_SUFFIX
-from llmc_mcp.reflection.store import JustificationStore, atomic_write
+from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.sessions import principal
 from llmc_mcp.workspace import Workspace, check_relative_name
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import Refused
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX, problems
-from llmc_mcp.reflection.store import read_bounded
 
 if TYPE_CHECKING:  # at run time, importing the outputs package here would import this module again
     from llmc_mcp.outputs.models import Signer

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmc_mcp.capture import sha256_of
+from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.operations.files import _compile, _walk
 from llmc_mcp.operations.models import Lineage, LineageStep, LineageStop
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, verified
-from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.provenance.record import RECORD_SUFFIX
-from llmc_mcp.reflection.store import read_bounded
 from llmc_mcp.workspace import Workspace
 
 MAX_RECORDS = 5000

@@ -31,9 +31,9 @@ import rasterio
 from rasterio.io import DatasetReader
 
 from llmc_mcp import __version__
+from llmc_mcp.capture import InputSeen, Invocation, sha256_of, utc_now
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.errors import LlmcError
-from llmc_mcp.provenance.capture import InputSeen, Invocation, sha256_of, utc_now
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX, SPEC_VERSION, problems
 
 RECORD_SUFFIX = ".provenance.json"

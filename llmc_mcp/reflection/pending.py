@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmc_mcp.durable import atomic_write, read_bounded
 from llmc_mcp.errors import LlmcError, StoreError
 from llmc_mcp.reflection.specs import DOMAINS
-from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, atomic_write, owner_tag, read_bounded
+from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, owner_tag
 
 if TYPE_CHECKING:
     from llmc_mcp.outputs import OutputLedger

@@ -17,16 +17,12 @@ a crash: a hand-edited, truncated or forged file cannot unlock the gate.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import hmac
 import json
 import logging
 import os
 import re
-import secrets
-import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,22 +30,24 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from llmc_mcp.durable import (
+    MAX_RECORD_BYTES,
+    atomic_write,
+    exclusive_write,
+    os_reason,
+    read_bounded,
+)
 from llmc_mcp.errors import InvalidArgument, RecordExists, StoreError
 from llmc_mcp.reflection.schema import Justification, PlainText, text_problem
 from llmc_mcp.reflection.specs import DOMAINS
+from llmc_mcp.state import check_private, key_path, load_or_create_secret
 
 log = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
-STATE_DIR_ENV = "LLMC_MCP_STATE_DIR"
 LEGACY_KEY_NAME = "secret.key"
 """Where the key used to be, in ``<workspace>/.preflight/``; moved out on first use."""
 _RECORD_VERSION = 1
-MAX_RECORD_BYTES = 128 * 1024
-"""Largest record file written or read. A justification is at most 16,000 characters and a decision's
-arguments a CRS definition (EPSG's longest WKT is ~10 k characters), so real records stay far below;
-the bound keeps every record, and the provenance records that copy up to three of them, readable
-within their own limits (1 MiB) whatever a client sent."""
 SUPERSEDED_DIR = "superseded"
 """Inside each domain's folder: the records a newer one replaced or the owner revoked, kept as they
 were (re-signed with the link to their successor), named ``<key hex>.<n>.json``."""
@@ -190,7 +188,7 @@ class JustificationStore:
             admit(len(data))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            linked = _exclusive_write(path, data)
+            linked = exclusive_write(path, data)
             if not linked:
                 existing = self.get(signed.domain, signed.key)
                 if existing is not None:
@@ -298,11 +296,11 @@ class JustificationStore:
             folder.mkdir(parents=True, exist_ok=True)
             for n in range(MAX_SUPERSEDED):
                 target = folder / f"{stem}.{n}.json"
-                if _exclusive_write(target, data):
+                if exclusive_write(target, data):
                     return f"{SUPERSEDED_DIR}/{target.name}"
         except OSError as exc:
             raise StoreError(
-                f"Could not keep the superseded justification ({_os_reason(exc)}).",
+                f"Could not keep the superseded justification ({os_reason(exc)}).",
                 fix="Free disk space or make <workspace>/.preflight writable, then try again.",
             ) from None
         raise InvalidArgument(
@@ -375,7 +373,7 @@ class JustificationStore:
         except FileExistsError:
             pass
         except OSError as exc:  # a file system without hard links: the record counts for the workspace only
-            log.warning("justification %s not tallied to its writer: %s", path.name, _os_reason(exc))
+            log.warning("justification %s not tallied to its writer: %s", path.name, os_reason(exc))
 
     def _verify(self, raw: bytes, domain: str, key: str, path: Path) -> Record | None:
         if len(raw) > MAX_RECORD_BYTES:
@@ -408,13 +406,13 @@ class JustificationStore:
     def _key(self) -> bytes:
         if self._secret is None:
             assert self._key_path is not None
-            self._secret = _load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
+            self._secret = load_or_create_secret(self._key_path, legacy=self.root / LEGACY_KEY_NAME)
         return self._secret
 
 
 def _write_failed(exc: OSError) -> StoreError:
     return StoreError(
-        f"Could not write the justification store ({_os_reason(exc)}).",
+        f"Could not write the justification store ({os_reason(exc)}).",
         fix="Free disk space or make <workspace>/.preflight writable, then persist again.",
     )
 
@@ -438,152 +436,3 @@ def _sizes(folder: Path) -> Iterator[tuple[str, int]]:
         if entry.name.endswith(".json") and not entry.name.startswith("."):
             with contextlib.suppress(FileNotFoundError):
                 yield entry.name, entry.stat(follow_symlinks=False).st_size
-
-
-def state_dir() -> Path:
-    """The server's private state folder: ``$LLMC_MCP_STATE_DIR``, else ``$XDG_STATE_HOME/llmc-mcp``,
-    else ``~/.local/state/llmc-mcp`` (the XDG default)."""
-    if configured := os.environ.get(STATE_DIR_ENV):
-        return Path(configured).expanduser().resolve()
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
-    return (base / "llmc-mcp").resolve()
-
-
-def key_path(workspace: Path) -> Path:
-    """The key file of one workspace, named by a hash of its resolved path (no path leaks into a name)."""
-    digest = hashlib.sha256(os.fsencode(workspace.resolve())).hexdigest()[:32]
-    return state_dir() / f"{digest}.key"
-
-
-def check_private(folder: Path, workspace: Path) -> None:
-    """Refuse a state folder a worker could read: inside the workspace or under the worker's Landlock
-    read list (its runtime: prefixes, site-packages including the user's under ~/.local, the checkout)."""
-    from llmc_mcp.sandbox.worker import _runtime_paths
-
-    resolved = folder.resolve()
-    for readable in (workspace, *map(Path, _runtime_paths())):
-        if resolved.is_relative_to(readable.resolve()):
-            raise StoreError(
-                f"The store's key folder {resolved} is inside {readable}, which workers can read.",
-                fix=f"Set {STATE_DIR_ENV} to a private folder outside the workspace and the Python runtime.",
-            )
-
-
-def _load_or_create_secret(path: Path, legacy: Path | None = None) -> bytes:
-    """Read the key, or create it so that concurrent creators agree on one complete key.
-
-    The new key is written in full to a temp file and then hard-linked into
-    place: ``link`` fails if the name exists, so a reader never sees a partial
-    key and two creators never end up with different ones. A key still at
-    ``legacy`` (inside the workspace) becomes the new one, so existing records
-    stay valid, and is deleted there once the new file exists: whoever finds
-    the legacy file gone finds the new one in place.
-    """
-    fix = f"Check the permissions of {path.parent} (or set {STATE_DIR_ENV})."
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StoreError(f"Cannot read the store key ({_os_reason(exc)}).", fix=fix) from None
-    try:
-        content = legacy.read_bytes() if legacy is not None else None
-    except FileNotFoundError:
-        content = None
-    except OSError as exc:
-        raise StoreError(f"Cannot read the old store key ({_os_reason(exc)}).", fix=fix) from None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".secret.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content if content else secrets.token_bytes(32))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600)
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
-        secret = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"Cannot create the store key ({_os_reason(exc)}).", fix=fix) from None
-    if content is not None and legacy is not None:
-        try:
-            legacy.unlink(missing_ok=True)
-        except OSError as exc:  # the key works from its new place; the old copy is only a leak
-            log.warning("the old store key in the workspace could not be deleted: %s", _os_reason(exc))
-    return secret
-
-
-def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """The bytes of one of the server's files in the workspace, at most one past ``limit`` (then it is
-    too big): a regular file reached through no link, opened without blocking, so a FIFO or a device
-    planted under its name raises :class:`OSError` instead of hanging the server (FileNotFoundError
-    when it is missing)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return handle.read(limit + 1)
-
-
-def _exclusive_write(path: Path, data: bytes) -> bool:
-    """Write ``data`` durably under ``path`` unless the name exists; False (nothing written) if it does."""
-    tmp = _durable_temp(path, data)
-    try:
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    _fsync_dir(path.parent)
-    return True
-
-
-def _durable_temp(path: Path, data: bytes) -> str:
-    """``data`` written and fsynced to a hidden temporary file beside ``path``; removed on failure."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
-def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = _durable_temp(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _os_reason(exc: OSError) -> str:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "the disk is full (or the user's quota is used up)"
-    if exc.errno == errno.EFBIG:
-        return "the file-size limit of this process was reached"
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return "the store is read-only or not writable"
-    return exc.strerror or type(exc).__name__

@@ -59,7 +59,7 @@ import anyio
 from anyio.abc import Process
 
 from llmc_mcp.config import Settings
-from llmc_mcp.operations.gdal_env import worker_gdal_environment
+from llmc_mcp.gdal.environment import worker_gdal_environment
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.executor import check_code
 from llmc_mcp.sandbox.prestart import prestart

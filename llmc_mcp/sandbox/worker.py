@@ -35,6 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from llmc_mcp.runtime_files import runtime_paths
+
 _MiB = 1024 * 1024
 log = logging.getLogger("llmc_mcp.sandbox.worker")
 
@@ -187,31 +189,6 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _runtime_paths() -> list[str]:
-    """What the worker must still read after startup: Python, its packages, shared libraries, data.
-
-    Not every ``sys.path`` entry: started with ``python -m`` from a home directory, the server has
-    that directory on its path, and so would the worker. Only entries inside the interpreter's
-    prefixes or a site-packages directory count; the package's own checkout is added by name.
-    """
-    import site
-
-    import llmc_mcp
-
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    sites = {*site.getsitepackages(), site.getusersitepackages()}
-    roots = [Path(p).resolve() for p in prefixes | sites]
-    imports = [p for p in sys.path if p and any(Path(p).resolve().is_relative_to(r) for r in roots)]
-    paths = [
-        "/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime",
-        *sorted(prefixes), *sorted(sites), *imports,
-        os.path.dirname(os.path.realpath(sys.executable)),
-        str(Path(llmc_mcp.__file__).resolve().parent.parent),
-        *(os.environ[k] for k in ("GDAL_DATA", "PROJ_DATA", "PROJ_LIB") if k in os.environ),
-    ]  # fmt: skip
-    return list(dict.fromkeys(paths))
-
-
 def _libc_syscall() -> Any:
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
@@ -231,7 +208,7 @@ def confine(workspace: str, readable: Iterable[str] | None = None) -> int:
     """Confine this process with Landlock; return the ABI version used, or 0 where unavailable.
 
     Allowed afterwards: reading (and mapping executable) files under ``readable`` (default: the
-    runtime, :func:`_runtime_paths`); reading, creating, replacing and removing regular files and
+    runtime, :func:`runtime_paths`); reading, creating, replacing and removing regular files and
     directories under ``workspace`` (no symlinks, devices, fifos or sockets); /dev/null; nothing
     else, whatever path or link leads there. With ABI 4+ no TCP bind or connect; with ABI 6+ no
     signals or abstract unix sockets beyond the confined process. Files opened before the call
@@ -258,7 +235,7 @@ def confine(workspace: str, readable: Iterable[str] | None = None) -> int:
         read = _EXECUTE | _READ_FILE | _READ_DIR
         write = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_DIR | _MAKE_REG
         write |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
-        rules = [(path, read) for path in (readable if readable is not None else _runtime_paths())]
+        rules = [(path, read) for path in (readable if readable is not None else runtime_paths())]
         rules += [(workspace, _READ_FILE | _READ_DIR | write), (os.devnull, _READ_FILE | _WRITE_FILE)]
         for path, access in rules:
             _add_path_rule(syscall, ruleset, path, access & handled)
@@ -322,8 +299,8 @@ class ChannelHost:
 
 
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
+    from llmc_mcp.gdal.environment import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations import OperationContext
-    from llmc_mcp.operations.gdal_env import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations.progress import tracking
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary

@@ -213,7 +213,10 @@ def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:
         # The user's review of a weak justification reaches a 2026-07-28 client only through a retry.
         if needs_resuming(ctx, "hints", settings.min_confidence):
             arguments = {
-                "hash": hash, "domain": domain, "justification": justification, "supersede": supersede
+                "hash": hash,
+                "domain": domain,
+                "justification": justification,
+                "supersede": supersede,
             }
             return await calls.run(ctx, session_key(ctx), arguments, work)
         return await work()

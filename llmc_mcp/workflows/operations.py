@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from pydantic import Field, WithJsonSchema
 
 from llmc_mcp.errors import LlmcError
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env
 from llmc_mcp.operations.models import WorkflowDescription, WorkflowList, WorkflowProgress
 from llmc_mcp.reflection.schema import Justification
 

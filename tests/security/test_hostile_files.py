@@ -34,14 +34,16 @@ from rasterio.transform import from_origin
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import PathRefused, StoreError
+from llmc_mcp.gdal.datasets import check_dataset
+from llmc_mcp.gdal.environment import REGISTERED_DRIVERS, worker_gdal_environment
 from llmc_mcp.operations import OperationContext
-from llmc_mcp.operations.gdal_env import REGISTERED_DRIVERS, check_dataset, worker_gdal_environment
-from llmc_mcp.reflection.store import LEGACY_KEY_NAME, STATE_DIR_ENV, JustificationStore, Record, key_path
+from llmc_mcp.reflection.store import LEGACY_KEY_NAME, JustificationStore, Record
 from llmc_mcp.sandbox.channel import SyncChannel
 from llmc_mcp.sandbox.pool import worker_command, worker_environment
 from llmc_mcp.sandbox.worker import WorkerConfig
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.results import result_data
+from llmc_mcp.state import STATE_DIR_ENV, key_path
 from llmc_mcp.workspace import Workspace
 from tests.conftest import DATA
 from tests.mcp_helpers import structured, text

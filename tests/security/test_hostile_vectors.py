@@ -23,8 +23,8 @@ from rasterio.crs import CRS
 from rasterio.transform import from_origin
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
+from llmc_mcp.gdal.environment import disable_network
 from llmc_mcp.operations import OperationContext, vectors
-from llmc_mcp.operations.gdal_env import disable_network
 from llmc_mcp.operations.vectors import (
     VECTOR_DRIVERS,
     hardened_pyogrio,

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from llmc_mcp.capture import sha256_of
 from llmc_mcp.cli.main import build_parser, main
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import LlmcError
@@ -34,7 +35,6 @@ from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.outputs import LocalOutputs, OutputLedger, Quota, RemoveRefused
 from llmc_mcp.provenance import lineage as lineage_module
 from llmc_mcp.provenance.authenticity import SIGNATURE_FIELD, content_digest
-from llmc_mcp.provenance.capture import sha256_of
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.reflection.report import decisions
 from llmc_mcp.reflection.store import JustificationStore, Record

@@ -31,8 +31,9 @@ from llmc_mcp import crs_text
 from llmc_mcp.config import Settings
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations import OperationContext
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.sandbox.bindings import sandbox_error
 from llmc_mcp.sandbox.pool import DEMOTE_AFTER, WorkerPool
 from llmc_mcp.server.app import build_server

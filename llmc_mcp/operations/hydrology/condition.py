@@ -27,8 +27,9 @@ import numpy as np
 from pydantic import Field
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, pyflwdir, read_elevation, write_grid
 from llmc_mcp.operations.hydrology._routing import kernels
 from llmc_mcp.operations.models import ConditionMethod, ConditionResult
@@ -54,10 +55,8 @@ def condition(
     ctx: OperationContext,
     dem: Annotated[str, Field(description="Workspace-relative DEM (one band, north-up).")],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
     ],
     method: Annotated[
         ConditionMethod,

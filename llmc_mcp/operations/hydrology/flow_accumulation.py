@@ -27,8 +27,9 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import (
     ACCUMULATION_TAG,
     ROUTING_TAG,
@@ -80,10 +81,8 @@ def flow_accumulation(
         str, Field(description="Workspace-relative flow directions from hydrology.flow_direction.")
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
     ],
     weights: Annotated[
         str | None,

@@ -29,8 +29,9 @@ import numpy as np
 from pydantic import Field
 from rasterio.io import DatasetReader
 
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import (
     D8_ENCODING,
     D8_NODATA,
@@ -94,10 +95,8 @@ def flow_direction(
         str, Field(description="Workspace-relative DEM, conditioned first (hydrology.condition).")
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
     ],
     routing: Annotated[
         FlowRouting,

@@ -17,8 +17,9 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import ACCUMULATION_TAG, check_dst, check_grid, write_grid
 from llmc_mcp.operations.models import StreamsResult, ThresholdUnits
 from llmc_mcp.operations.raster.pixels import read_valid
@@ -50,10 +51,8 @@ def streams(
         str, Field(description="Workspace-relative output of hydrology.flow_accumulation.")
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
     ],
     threshold: Annotated[
         float, Field(description="Drainage area that makes a cell a channel (>= threshold).")

@@ -22,9 +22,10 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
 from llmc_mcp.operations.hydrology.flow_accumulation import cell_areas, ground_areas
 from llmc_mcp.operations.models import PourPoint, WatershedResult
@@ -54,10 +55,8 @@ def watershed(
         Field(description="Outlets as [[x, y], ...] (x = easting or longitude), at most 1000."),
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
     ],
     points_crs: Annotated[
         str | None,

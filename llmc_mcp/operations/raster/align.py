@@ -23,8 +23,9 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.raster.output import _check_src_dst, data_kind, write_output
 from llmc_mcp.operations.raster.reproject import WarpPlan, raster_operation, require_crs, warp_onto
@@ -66,10 +67,10 @@ def align(
         Field(description="Workspace-relative raster whose grid (CRS, transform, size) the output takes."),
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     resampling: Annotated[
         Resampling,

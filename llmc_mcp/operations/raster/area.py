@@ -41,9 +41,10 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import AreaMethod, GeoreferencingChoice, RasterArea, ValueArea
 from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 

@@ -35,8 +35,9 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
@@ -145,10 +146,10 @@ def calc(
     ],
     inputs: CalcInputs,
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     dtype: Annotated[
         CalcDtype, Field(description="Output data type; integer types round to the nearest whole number.")

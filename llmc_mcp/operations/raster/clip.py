@@ -41,9 +41,10 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs_routes import RASTER_SPREAD, choose_operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
 from llmc_mcp.operations.raster.output import (
     _check_src_dst,
@@ -74,10 +75,10 @@ def clip(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     bounds: Annotated[
         tuple[float, float, float, float] | None,

@@ -53,10 +53,10 @@ def convert(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     driver: Annotated[
         Literal["GTiff", "COG"],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rasterio.errors import RasterioIOError
 
-from llmc_mcp.operations.gdal_env import READ_DRIVERS, libgdal
+from llmc_mcp.gdal.environment import READ_DRIVERS, libgdal
 
 _GDAL_OF_RASTER = 0x02
 _GDAL_OF_READONLY = 0x00

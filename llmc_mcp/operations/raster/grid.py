@@ -22,9 +22,9 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import transform as gdal_transform
 
 from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.crs_routes import RASTER_SPREAD, ChosenOperation
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
 
 
 def _listed(value: object) -> object:

@@ -18,14 +18,9 @@ from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 
 from llmc_mcp.crs_text import identify, parse_crs
+from llmc_mcp.gdal.datasets import Georeferencing, describe_georeferencing, georeferencing_of, open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import (
-    Georeferencing,
-    describe_georeferencing,
-    gdal_env,
-    georeferencing_of,
-    open_for_read,
-)
 from llmc_mcp.operations.models import Bounds, CrsRef, GeoreferencingReading, RasterFileInfo, RasterInfo
 
 MAX_TAGS = 50

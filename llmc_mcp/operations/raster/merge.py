@@ -35,8 +35,9 @@ from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, Resolution, check_grid_args
@@ -106,10 +107,10 @@ def merge(
         list[str], Field(description="Workspace-relative rasters on one CRS, in order (first/last use it).")
     ],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     method: Annotated[
         MergeMethod,

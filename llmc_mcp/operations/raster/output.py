@@ -38,21 +38,15 @@ from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp import capture as provenance_capture
 from llmc_mcp.errors import InvalidArgument, LlmcError, RasterError
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, check_dataset, open_for_read
+from llmc_mcp.gdal.environment import READ_DRIVERS, gdal_env
+from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import Facts, OperationContext
-from llmc_mcp.operations.gdal_env import (
-    GDAL_ERRORS,
-    READ_DRIVERS,
-    GeoreferencingPolicy,
-    check_dataset,
-    gdal_env,
-    open_for_read,
-    translate_gdal_error,
-)
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.raster.info import describe
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
-from llmc_mcp.provenance import capture as provenance_capture
 from llmc_mcp.provenance.record import RECORD_SUFFIX, Written, failure_record, write_beside
 
 log = logging.getLogger(__name__)

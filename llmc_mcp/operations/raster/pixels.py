@@ -18,8 +18,8 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import RasterError
+from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.gdal_env import GDAL_ERRORS, translate_gdal_error
 
 
 def read_valid(

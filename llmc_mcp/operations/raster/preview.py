@@ -20,8 +20,9 @@ from rasterio.enums import ColorInterp, Resampling
 from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import RasterPreview, Stretch
 from llmc_mcp.operations.raster.output import data_kind
 from llmc_mcp.operations.raster.pixels import read_valid

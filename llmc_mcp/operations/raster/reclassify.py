@@ -26,8 +26,9 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import (
     ClassCount,
     GeoreferencingChoice,
@@ -95,10 +96,10 @@ def reclassify(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     rules: ReclassRules,
     default: Annotated[

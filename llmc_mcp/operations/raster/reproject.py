@@ -29,6 +29,7 @@ from rasterio.enums import Resampling as RioResampling
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.capture import note_transformation
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
@@ -42,7 +43,6 @@ from llmc_mcp.operations.raster.output import (
     single_dtype,
     write_output,
 )
-from llmc_mcp.provenance.capture import note_transformation
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
 
 OUTPUT_BLOCK = 512
@@ -68,10 +68,10 @@ def reproject(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster (must have a CRS).")],
     dst: Annotated[
-        str, Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); "
-            "only an earlier output is replaced."
-        )
+        str,
+        Field(
+            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
+        ),
     ],
     dst_crs: Annotated[
         str,

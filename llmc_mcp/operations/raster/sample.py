@@ -22,8 +22,9 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, SampleResult
 from llmc_mcp.operations.raster.pixels import read_valid
 from llmc_mcp.operations.raster.stats import check_bands

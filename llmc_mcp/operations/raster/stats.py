@@ -18,8 +18,9 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import BandStats, Histogram, RasterStats, RawStats
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key

@@ -24,8 +24,9 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.gdal_env import GeoreferencingPolicy, gdal_env, open_for_read
 from llmc_mcp.operations.models import GeoreferencingChoice, ZonalStat, ZonalStatsResult, ZoneStatistics
 from llmc_mcp.operations.progress import counted, fraction_callback
 from llmc_mcp.operations.raster.pixels import read_valid

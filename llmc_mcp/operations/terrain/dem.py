@@ -33,9 +33,10 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.crs import _horizontal, geographic_degrees
-from llmc_mcp.operations.gdal_env import gdal_env, open_for_read
 from llmc_mcp.operations.models import GroundSpacing, TerrainResult, ZFactorSource
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (

@@ -2,7 +2,7 @@
 
 :func:`capture` wraps an operation's checks and run (:func:`llmc_mcp.operations.invoke.invoke`, the
 one path of both faces); :func:`note_input` is called where files are opened for reading
-(:func:`~llmc_mcp.operations.gdal_env.open_for_read` for rasters, the vector reader for zones and
+(:func:`~llmc_mcp.gdal.datasets.open_for_read` for rasters, the vector reader for zones and
 masks), so the inputs a record lists are the files the operation actually read, not the parameters
 that look like paths. A context variable keeps calls apart: each call in a worker runs in its own
 context.
