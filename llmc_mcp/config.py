@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,11 @@ _QUOTAS = (
     "quota_workspace_files",
     "disk_reserve_mb",
 )
+
+
+CATALOG_NAMESPACES = ("raster", "crs", "files", "provenance", "terrain", "hydrology", "workflows")
+"""The catalog's namespaces in its order, for ``--tools``. Settings sit below the catalog (every layer
+reads them), so they name its namespaces rather than import it; a test checks the two agree."""
 
 
 class Settings(BaseModel):
@@ -90,13 +96,11 @@ class Settings(BaseModel):
     @field_validator("tools")
     @classmethod
     def _known_namespaces(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        from llmc_mcp.operations import NAMESPACES  # here: the catalog, through outputs, imports this module
-
         if value is None:
             return None
-        unknown = [name for name in value if name not in NAMESPACES]
+        unknown = [name for name in value if name not in CATALOG_NAMESPACES]
         if unknown or not value:
-            raise ValueError(f"unknown namespace(s) {unknown}; choose from {','.join(NAMESPACES)}")
+            raise ValueError(f"unknown namespace(s) {unknown}; choose from {','.join(CATALOG_NAMESPACES)}")
         return value
 
     @field_validator("init_tool_name")
@@ -135,3 +139,32 @@ class Settings(BaseModel):
         values = {k: v for k, v in env.items() if v}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
+
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits on what llmc-mcp writes; set by the ``--quota-*``, ``--disk-reserve-mb`` and
+    ``--allow-overwrite-originals`` flags."""
+
+    session_bytes: int = 2048 * MiB
+    session_files: int = 1000
+    workspace_bytes: int = 20 * 1024 * MiB
+    workspace_files: int = 10_000
+    reserve_bytes: int = 256 * MiB
+    overwrite_originals: bool = False
+    """Whether a write may replace a file llmc-mcp did not write (``--allow-overwrite-originals``); by
+    default only llmc-mcp's own outputs are ever replaced."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Quota:
+        return cls(
+            session_bytes=settings.quota_session_mb * MiB,
+            session_files=settings.quota_session_files,
+            workspace_bytes=settings.quota_workspace_mb * MiB,
+            workspace_files=settings.quota_workspace_files,
+            reserve_bytes=settings.disk_reserve_mb * MiB,
+            overwrite_originals=settings.allow_overwrite_originals,
+        )

@@ -181,8 +181,6 @@ def test_a_sentence_copied_from_the_readme_is_refused(gate: Gate) -> None:
     assert "intent: repeats text llmc-mcp ships" in " | ".join(refused.value.details["errors"])
 
 
-
-
 @pytest.mark.anyio
 async def test_outputs_made_under_a_superseded_record_say_so_in_report_and_export(
     classic_settings: Settings, workspace_dir: Path
@@ -212,10 +210,17 @@ async def test_outputs_made_under_a_superseded_record_say_so_in_report_and_expor
     assert main(["justifications", "--workspace", str(workspace_dir), "export", "--out", str(out)]) == 0
     assert main(["justifications", "--workspace", str(workspace_dir), "list", "--json"]) == 0
     store = JustificationStore(workspace_dir / ".preflight")
-    from llmc_mcp.reflection.report import decisions, every_record
+    from llmc_mcp.outputs import OutputLedger
+    from llmc_mcp.provenance.report import decisions, every_record
     from llmc_mcp.workspace import Workspace
 
-    entries = [e for e in decisions(every_record(store), Workspace(workspace_dir)) if e.domain == "crs_datum"]
+    entries = [
+        e
+        for e in decisions(
+            every_record(store), Workspace(workspace_dir), OutputLedger(Workspace(workspace_dir))
+        )
+        if e.domain == "crs_datum"
+    ]
     by_status = {e.status: e for e in entries}
     assert by_status["superseded"].outputs == ["web.tif"]
     assert by_status["current"].outputs == []

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 from llmc_mcp.cli.main import main
-from llmc_mcp.workflows.definitions import DefinitionError, builtin_workflows, load_catalog, parse_definition
-from llmc_mcp.workflows.templates import TemplateError, names, render, render_value
+from llmc_mcp.operations.workflows.definitions import (
+    DefinitionError,
+    builtin_workflows,
+    load_catalog,
+    parse_definition,
+)
+from llmc_mcp.operations.workflows.templates import TemplateError, names, render, render_value
 
 VALUES = {
     "parts": ["alpha", "beta", "gamma"],

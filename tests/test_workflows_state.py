@@ -14,13 +14,13 @@ from rasterio.transform import from_origin
 from llmc_mcp.errors import LlmcError, NotFound, PathRefused
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.invoke import invoke
+from llmc_mcp.operations.workflows.engine import Engine
+from llmc_mcp.operations.workflows.service import LocalWorkflows
+from llmc_mcp.operations.workflows.state import WorkflowState
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.sessions import principal
-from llmc_mcp.workflows.engine import Engine
-from llmc_mcp.workflows.service import LocalWorkflows
-from llmc_mcp.workflows.state import WorkflowState
 from llmc_mcp.workspace import Workspace
 
 ALICE, BOB = principal("http-alice"), principal("http-bob")

@@ -60,7 +60,8 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, workspace_root: Path) -> int:
-    from llmc_mcp.reflection.report import Selection, decisions, every_record, to_markdown
+    from llmc_mcp.outputs import OutputLedger
+    from llmc_mcp.provenance.report import Selection, decisions, every_record, to_markdown
     from llmc_mcp.reflection.store import JustificationStore
     from llmc_mcp.workspace import Workspace
 
@@ -78,9 +79,10 @@ def run(args: argparse.Namespace, workspace_root: Path) -> int:
         return _revoke(store, args.key)
     if action == "prune":
         return _prune(store, selection, dry_run=args.dry_run)
-    entries = decisions(every_record(store), workspace, selection)
+    ledger = OutputLedger(workspace)
+    entries = decisions(every_record(store), workspace, ledger, selection)
     if action == "show":
-        found = [e for e in decisions(every_record(store), workspace) if e.hash == args.key]
+        found = [e for e in decisions(every_record(store), workspace, ledger) if e.hash == args.key]
         if not found:
             print(f"llmc-mcp: error: no decision {args.key!r}; list shows the keys.", file=sys.stderr)
             return 1

@@ -319,6 +319,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _lineage(args: argparse.Namespace) -> int:
     from llmc_mcp.errors import LlmcError
+    from llmc_mcp.outputs import LocalOutputs, OutputLedger
     from llmc_mcp.provenance.lineage import lineage
     from llmc_mcp.workspace import Workspace
 
@@ -326,7 +327,7 @@ def _lineage(args: argparse.Namespace) -> int:
     target = _lineage_target(args.file, workspace.root)
     try:
         name = target.resolve().relative_to(workspace.root).as_posix()
-        walked = lineage(workspace, name)
+        walked = lineage(workspace, name, LocalOutputs(OutputLedger(workspace)))
     except ValueError:
         _fail(f"{args.file} is not inside the workspace {workspace.root}; pass --workspace.")
     except LlmcError as exc:

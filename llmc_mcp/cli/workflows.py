@@ -12,8 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmc_mcp.workflows.definitions import DefinitionError, builtin_workflows, load_catalog, load_file
-from llmc_mcp.workflows.validate import successors
+from llmc_mcp.operations.workflows.definitions import (
+    DefinitionError,
+    builtin_workflows,
+    load_catalog,
+    load_file,
+)
+from llmc_mcp.operations.workflows.validate import successors
 
 
 def add_parser(commands: Any) -> None:

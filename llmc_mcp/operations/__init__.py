@@ -3,10 +3,9 @@ sandbox bindings) picks it up; nothing else needs editing."""
 
 from __future__ import annotations
 
-from llmc_mcp.errors import NotFound
 from llmc_mcp.operations import crs, files, hydrology, provenance, raster, terrain
-from llmc_mcp.operations.catalog import Operation, OperationContext
-from llmc_mcp.workflows import operations as workflows
+from llmc_mcp.operations.catalog import Operation, OperationContext, get_operation, publish
+from llmc_mcp.operations.workflows import operations as workflows
 
 CATALOG: tuple[Operation, ...] = (
     raster.info,
@@ -44,15 +43,7 @@ CATALOG: tuple[Operation, ...] = (
 )
 
 NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))
-
-
-def get_operation(qualname: str) -> Operation:
-    for op in CATALOG:
-        if op.qualname == qualname:
-            return op
-    raise NotFound(
-        f"No operation named {qualname!r}.", fix=f"Known: {', '.join(o.qualname for o in CATALOG)}."
-    )
+publish(CATALOG)
 
 
 def namespace_operations(namespace: str) -> tuple[Operation, ...]:

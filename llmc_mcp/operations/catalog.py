@@ -26,18 +26,34 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.errors import InvalidArgument, NotFound
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, ReflectionSpec
-from llmc_mcp.workflows.service import LocalWorkflows, WorkflowService
 from llmc_mcp.workspace import Workspace
 
 Facts = dict[str, str]
 """What an operation read about its data that scopes the gate's decisions: ``{"data": "categorical"}``."""
+
+
+class WorkflowService(Protocol):
+    """How operation code reaches the workflow engine; results are plain JSON data. The ``workflows``
+    namespace implements it (in this process, or over the host channel in a worker)."""
+
+    def request(self, call: str, params: Mapping[str, Any]) -> Any: ...
+
+
+_local_workflows: Callable[[Workspace], WorkflowService] | None = None
+
+
+def provide_local_workflows(factory: Callable[[Workspace], WorkflowService]) -> None:
+    """The ``workflows`` namespace registers how a context left without a workflow service gets one of
+    this process: the catalog sits below every namespace and imports none of them."""
+    global _local_workflows
+    _local_workflows = factory
 
 
 @dataclass(frozen=True)
@@ -50,14 +66,14 @@ class OperationContext:
     """Permission to write an output (quotas, journal, ledger: :mod:`llmc_mcp.outputs`). A worker's asks
     the server; left out, it is a ledger of this process (tests, tools run in-process)."""
     workflows: WorkflowService | None = None
-    """The workflow engine (:mod:`llmc_mcp.workflows`): a worker's asks the server, which keeps the
+    """The workflow engine (:mod:`llmc_mcp.operations.workflows`): a worker's asks the server, which keeps the
     states and the justification store; left out, an engine of this process."""
 
     def __post_init__(self) -> None:
         if self.outputs is None:
             object.__setattr__(self, "outputs", LocalOutputs(OutputLedger(self.workspace)))
-        if self.workflows is None:
-            object.__setattr__(self, "workflows", LocalWorkflows(self.workspace))
+        if self.workflows is None and _local_workflows is not None:
+            object.__setattr__(self, "workflows", _local_workflows(self.workspace))
 
 
 @dataclass(frozen=True)
@@ -263,6 +279,31 @@ def operation(
         )
 
     return wrap
+
+
+_published: tuple[Operation, ...] = ()
+
+
+def publish(operations: tuple[Operation, ...]) -> None:
+    """Make the assembled catalog (:data:`llmc_mcp.operations.CATALOG`) known to code below it that looks
+    operations up by name at run time: a workflow's steps name the operations they call."""
+    global _published
+    _published = operations
+
+
+def find_operation(qualname: str) -> Operation | None:
+    """The published operation called ``qualname`` (``raster.reproject``), or None."""
+    return next((op for op in _published if op.qualname == qualname), None)
+
+
+def get_operation(qualname: str) -> Operation:
+    """The published operation called ``qualname``; :class:`NotFound` names the known ones."""
+    op = find_operation(qualname)
+    if op is None:
+        raise NotFound(
+            f"No operation named {qualname!r}.", fix=f"Known: {', '.join(o.qualname for o in _published)}."
+        )
+    return op
 
 
 def _description(annotation: Any) -> str | None:

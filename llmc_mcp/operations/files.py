@@ -13,9 +13,7 @@ included, so the server checks the ledger's signatures and the file's identity a
 
 from __future__ import annotations
 
-import fnmatch
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -30,13 +28,11 @@ from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary, RemovedFile
 from llmc_mcp.provenance.record import RECORD_SUFFIX
-from llmc_mcp.workspace import RESERVED_DIRS, check_relative_name
+from llmc_mcp.walk import MAX_SCANNED, compile_glob, walk
 
 MAX_ENTRIES = 1000
 MAX_SUMMARIES = 200
 """Raster headers read per listing: each costs an open and the hostile-file checks (a few ms)."""
-MAX_SCANNED = 100_000
-"""Directory entries looked at per listing, matching or not: bounds a walk of a huge data tree."""
 
 RASTER_SUFFIXES = frozenset({
     ".tif", ".tiff", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".img", ".bil", ".bip", ".bsq", ".asc",
@@ -49,7 +45,6 @@ _LINK_REFUSED = (
     "a symbolic link that leads outside the workspace, into a server folder, to a folder or nowhere; "
     "not followed. Fix: use the file it points at, if it is inside the workspace."
 )
-_PATTERN_FIX = "Pass a glob relative to the workspace, such as '*.tif', 'data/*.tif' or 'data/**/*.tif'."
 
 
 @operation("files", read_only=False)
@@ -72,116 +67,6 @@ def remove(
     """
     assert ctx.outputs is not None
     return RemovedFile(**ctx.outputs.remove(path).to_dict())
-
-
-@dataclass(frozen=True)
-class _Glob:
-    """A pattern ready to walk: the folder to start in, and the components a name must match."""
-
-    start: tuple[str, ...]
-    parts: tuple[str, ...]
-    hidden: bool
-    """Whether the pattern names hidden folders (a component starting with '.'), so the walk enters them."""
-
-    def matches(self, name: str) -> bool:
-        """Whether a workspace-relative name matches, component by component.
-
-        The pattern's components are states; ``**`` may stay on a component or be skipped. Each name
-        component moves every state once, so the cost is (pattern components) x (name components),
-        and fnmatch keeps one component's match linear, whatever the pattern.
-        """
-        states = self._closure({0})
-        for component in name.split("/"):
-            moved = set()
-            for index in states:
-                if index == len(self.parts):
-                    continue
-                part = self.parts[index]
-                if part == "**":
-                    if not component.startswith("."):
-                        moved.add(index)
-                elif _component_matches(part, component):
-                    moved.add(index + 1)
-            states = self._closure(moved)
-            if not states:
-                return False
-        return len(self.parts) in states
-
-    def _closure(self, states: set[int]) -> set[int]:
-        """``states`` plus what skipping each ``**`` (matching no folder) reaches."""
-        todo, seen = [*states], set(states)
-        while todo:
-            index = todo.pop()
-            if index < len(self.parts) and self.parts[index] == "**" and index + 1 not in seen:
-                seen.add(index + 1)
-                todo.append(index + 1)
-        return seen
-
-
-def _compile(pattern: str, recursive: bool) -> _Glob:
-    parts = check_relative_name(pattern, "pattern").parts
-    if not parts:
-        raise PathRefused(f"pattern: '{pattern}' names no file.", fix=_PATTERN_FIX)
-    if pattern.endswith("/"):
-        parts = (*parts, "**" if recursive else "*")
-    elif len(parts) == 1 and recursive:
-        parts = ("**", *parts)
-    start: list[str] = []
-    for part in parts[:-1]:
-        if any(c in part for c in "*?["):
-            break
-        start.append(part)
-    hidden = any(part.startswith(".") for part in parts)
-    return _Glob(tuple(start), parts, hidden)
-
-
-def _component_matches(part: str, component: str) -> bool:
-    """One name against one pattern component; no wildcard matches a leading '.' (hidden names are
-    listed only when the pattern spells the dot)."""
-    if component.startswith(".") and not part.startswith("."):
-        return False
-    return fnmatch.fnmatchcase(component, part)
-
-
-def _is_temporary(name: str) -> bool:
-    """The hidden name an output has while it is written (``.<name>.partial-<token>.tif``)."""
-    return name.startswith(".") and ".partial-" in name
-
-
-def _walk(
-    root: Path, start: Path, glob: _Glob, recursive: bool
-) -> tuple[list[tuple[str, os.DirEntry]], bool]:
-    """Matching regular files and links under ``start``, and whether :data:`MAX_SCANNED` stopped the walk.
-
-    Links are never followed into folders; the server's folders and temporary outputs are never listed.
-    """
-    prefix = len(str(root)) + 1
-    found: list[tuple[str, os.DirEntry]] = []
-    scanned = 0
-    folders = [start]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as entries:
-                children = [*entries]
-        except OSError:
-            continue  # unreadable, or removed meanwhile: nothing in it can be listed
-        for entry in children:
-            scanned += 1
-            if scanned > MAX_SCANNED:
-                return found, True
-            if entry.is_dir(follow_symlinks=False):
-                reserved = folder == root and entry.name in RESERVED_DIRS
-                hidden = entry.name.startswith(".") and not glob.hidden
-                if recursive and not reserved and not hidden:
-                    folders.append(Path(entry.path))
-                continue
-            if not (entry.is_symlink() or entry.is_file(follow_symlinks=False)) or _is_temporary(entry.name):
-                continue
-            name = entry.path[prefix:]
-            if glob.matches(name):
-                found.append((name, entry))
-    return found, False
 
 
 def _summary(ctx: OperationContext, name: str) -> tuple[RasterSummary | None, str | None]:
@@ -295,7 +180,7 @@ def list(
     Errors (ApiError, by e.type): path_refused for a pattern with '..', an absolute path, a URL, a
     server folder, or leading folders that are a link.
     """
-    glob = _compile(pattern, recursive)
+    glob = compile_glob(pattern, recursive)
     root = ctx.workspace.root
     start = root.joinpath(*glob.start)
     if start.resolve() != start:
@@ -304,7 +189,7 @@ def list(
             fix="Name the folder the link points at, if it is inside the workspace.",
         )
     exists = start.is_dir()
-    found, stopped = _walk(root, start, glob, recursive) if exists else ([], False)
+    found, stopped = walk(root, start, glob, recursive) if exists else ([], False)
     # A provenance record belongs to the file beside it (it goes with it on replace and remove): shown
     # on that file's entry, not as a file of its own, unless the file it describes is gone.
     found = [item for item in found if not _is_record_of_a_file(item[1])]

@@ -17,20 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from llmc_mcp.capture import sha256_of
+from llmc_mcp.config import MiB, Quota
 from llmc_mcp.durable import atomic_write
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
     Grant,
-    MiB,
     OutputRecord,
-    Quota,
     QuotaExceeded,
-    RecordSigner,
     Removal,
     RemoveRefused,
 )
-from llmc_mcp.provenance.authenticity import Claim, seal, verify_claims
+from llmc_mcp.provenance.authenticity import Claim, RecordSigner, seal, verify_claims
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.sessions import principal

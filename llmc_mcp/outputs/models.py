@@ -6,15 +6,10 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from llmc_mcp.errors import LlmcError
 
-if TYPE_CHECKING:
-    from llmc_mcp.config import Settings
-
-
-MiB = 1024 * 1024
 SIDECAR_SUFFIXES = (".aux.xml", ".ovr", ".msk", ".provenance.json")
 """Files beside a GeoTIFF that belong to it (GDAL's, and its provenance record); moved (or removed) with
 it on commit, so a replaced output never keeps the old one's."""
@@ -30,47 +25,6 @@ class RemoveRefused(LlmcError):
     """A file llmc-mcp did not write, or that someone changed since, was asked to be removed."""
 
     kind = "remove_refused"
-
-
-class Signer(Protocol):
-    """What authenticates ledger entries: :class:`~llmc_mcp.reflection.store.JustificationStore`."""
-
-    def sign_bytes(self, payload: bytes) -> str: ...
-
-    def verify_bytes(self, payload: bytes, digest: str) -> bool: ...
-
-
-class RecordSigner(Signer, Protocol):
-    """What seals provenance records at commit: a :class:`Signer` that also knows the decisions on record
-    (a record may credit only those)."""
-
-    def get(self, domain: str, key: str) -> object | None: ...
-
-
-@dataclass(frozen=True)
-class Quota:
-    """Limits on what llmc-mcp writes; set by the ``--quota-*``, ``--disk-reserve-mb`` and
-    ``--allow-overwrite-originals`` flags."""
-
-    session_bytes: int = 2048 * MiB
-    session_files: int = 1000
-    workspace_bytes: int = 20 * 1024 * MiB
-    workspace_files: int = 10_000
-    reserve_bytes: int = 256 * MiB
-    overwrite_originals: bool = False
-    """Whether a write may replace a file llmc-mcp did not write (``--allow-overwrite-originals``); by
-    default only llmc-mcp's own outputs are ever replaced."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Quota:
-        return cls(
-            session_bytes=settings.quota_session_mb * MiB,
-            session_files=settings.quota_session_files,
-            workspace_bytes=settings.quota_workspace_mb * MiB,
-            workspace_files=settings.quota_workspace_files,
-            reserve_bytes=settings.disk_reserve_mb * MiB,
-            overwrite_originals=settings.allow_overwrite_originals,
-        )
 
 
 @dataclass(frozen=True)

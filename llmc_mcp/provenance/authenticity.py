@@ -29,14 +29,11 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import Refused
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX, problems
-
-if TYPE_CHECKING:  # at run time, importing the outputs package here would import this module again
-    from llmc_mcp.outputs.models import Signer
 
 SIGNATURE_FIELD = f"{PRODUCER_PREFIX}signature"
 """Where a sealed record carries its signature (an extension field: the format allows them)."""
@@ -164,3 +161,18 @@ def _read_for_seal(path: Path, dst: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise refused
     return record
+
+
+class Signer(Protocol):
+    """What authenticates ledger entries: :class:`~llmc_mcp.reflection.store.JustificationStore`."""
+
+    def sign_bytes(self, payload: bytes) -> str: ...
+
+    def verify_bytes(self, payload: bytes, digest: str) -> bool: ...
+
+
+class RecordSigner(Signer, Protocol):
+    """What seals provenance records at commit: a :class:`Signer` that also knows the decisions on record
+    (a record may credit only those)."""
+
+    def get(self, domain: str, key: str) -> object | None: ...

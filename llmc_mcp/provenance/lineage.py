@@ -18,17 +18,16 @@ import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from llmc_mcp.capture import sha256_of
 from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import LlmcError
-from llmc_mcp.operations.files import _compile, _walk
 from llmc_mcp.operations.models import Lineage, LineageStep, LineageStop
-from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
-from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, verified
+from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, Claim, verified
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.walk import compile_glob, walk
 from llmc_mcp.workspace import Workspace
 
 MAX_RECORDS = 5000
@@ -45,11 +44,21 @@ class _Claim:
     content: dict[str, Any]
 
 
-def lineage(workspace: Workspace, name: str, outputs: OutputGuard | None = None) -> Lineage:
+class SealedOutputs(Protocol):
+    """What the walk asks the output ledger (:class:`~llmc_mcp.outputs.OutputGuard`): which outputs it
+    wrote and which records the server sealed. A protocol, because the ledger writes these records
+    and so sits above this module."""
+
+    def owned(self) -> list[str]: ...
+
+    def verify_records(self, claims: list[Claim]) -> list[bool]: ...
+
+
+def lineage(workspace: Workspace, name: str, outputs: SealedOutputs) -> Lineage:
     """The steps that made ``name``, newest first, and where the walk back stopped.
 
     ``outputs`` answers which records the server sealed and which outputs it wrote (a worker's asks
-    the server); left out, this process's ledger of the workspace, which reads the server's key.
+    the server; in the server or the command line, the workspace's ledger, which reads the key).
 
     The walk moves from record to record. A digest finds the records that claim it, but a record once
     walked is never walked again: a byte-identical copy (``convert`` of a file into the same bytes) is
@@ -59,7 +68,7 @@ def lineage(workspace: Workspace, name: str, outputs: OutputGuard | None = None)
     path = workspace.input_path(name, argument="path")
     start = workspace.relative(path)
     start_digest = sha256_of(path)
-    records = _records(workspace, outputs or LocalOutputs(OutputLedger(workspace)))
+    records = _records(workspace, outputs)
     claims = records.claims
     steps: list[LineageStep] = []
     stops: list[LineageStop] = []
@@ -132,9 +141,9 @@ def _follow(workspace: Workspace, item: dict[str, Any]) -> tuple[str, str] | Lin
     return workspace.relative(path), digest
 
 
-def authentic_records(workspace: Workspace, outputs: OutputGuard | None = None) -> dict[str, dict[str, Any]]:
+def authentic_records(workspace: Workspace, outputs: SealedOutputs) -> dict[str, dict[str, Any]]:
     """Every conforming record the server sealed, by its file's workspace-relative name."""
-    found = _records(workspace, outputs or LocalOutputs(OutputLedger(workspace)))
+    found = _records(workspace, outputs)
     return {claim.record: claim.content for claims in found.claims.values() for claim in claims}
 
 
@@ -148,10 +157,10 @@ class _Found:
     """Conforming records the server did not seal: planted, copied from elsewhere, or edited since."""
 
 
-def _records(workspace: Workspace, outputs: OutputGuard) -> _Found:
+def _records(workspace: Workspace, outputs: SealedOutputs) -> _Found:
     """Read the records beside the ledger's outputs first, then up to :data:`MAX_RECORDS` others."""
     names = _ledger_records(workspace, outputs.owned())
-    scanned, _ = _walk(workspace.root, workspace.root, _compile(f"**/*{RECORD_SUFFIX}", True), True)
+    scanned, _ = walk(workspace.root, workspace.root, compile_glob(f"**/*{RECORD_SUFFIX}", True), True)
     others = [rel for rel, _ in scanned if rel not in names][:MAX_RECORDS]
     ignored: list[str] = []
     readable: list[tuple[str, dict[str, Any]]] = []

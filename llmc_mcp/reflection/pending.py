@@ -26,20 +26,39 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from llmc_mcp.config import Quota
 from llmc_mcp.durable import atomic_write, read_bounded
 from llmc_mcp.errors import LlmcError, StoreError
 from llmc_mcp.reflection.specs import DOMAINS
 from llmc_mcp.reflection.store import KEY_PATTERN, JustificationStore, owner_tag
 
-if TYPE_CHECKING:
-    from llmc_mcp.outputs import OutputLedger
-
 log = logging.getLogger(__name__)
+
+
+class WrittenOutput(Protocol):
+    """An output on the ledger, as far as quotas care: its size and the session that wrote it."""
+
+    @property
+    def bytes(self) -> int: ...
+
+    @property
+    def session(self) -> str: ...
+
+
+class ChargedLedger(Protocol):
+    """What open hints are charged to: the output ledger (:class:`~llmc_mcp.outputs.OutputLedger`),
+    whose quotas its outputs, the server's other files and these hints share. A protocol, because the
+    ledger sits above the reflection records and imports them."""
+
+    quota: Quota
+    charged: list[Callable[[str], tuple[int, int]]]
+
+    def outputs(self) -> Mapping[str, WrittenOutput]: ...
 
 PENDING_TTL = 24 * 3600.0
 """Seconds an unanswered hint stays valid: long enough for a human to look, short enough to expire."""
@@ -75,9 +94,9 @@ class PendingHints:
         self.store = store
         self.folder = store.root / "pending"
         self.ttl = ttl
-        self.outputs: OutputLedger | None = None
+        self.outputs: ChargedLedger | None = None
 
-    def charge_to(self, outputs: OutputLedger) -> None:
+    def charge_to(self, outputs: ChargedLedger) -> None:
         """Count hint files and the store's records in ``outputs``' quotas (and outputs in theirs)."""
         self.outputs = outputs
         outputs.charged += [self.charge, self.store.charge]
@@ -243,9 +262,9 @@ class PendingHints:
         return entry
 
 
-def check_quotas(outputs: OutputLedger, principal: str | None, grows: int, what: str, fix: str) -> None:
+def check_quotas(outputs: ChargedLedger, principal: str | None, grows: int, what: str, fix: str) -> None:
     """Refuse ``grows`` more bytes for ``principal`` past its or the workspace's output quota, which its
-    outputs and every file charged to the ledger (:attr:`~llmc_mcp.outputs.OutputLedger.charged`) share."""
+    outputs and every file charged to the ledger (:attr:`ChargedLedger.charged`) share."""
     quota = outputs.quota
     account = principal or ""
     records = outputs.outputs()
@@ -266,7 +285,7 @@ def check_quotas(outputs: OutputLedger, principal: str | None, grows: int, what:
         )
 
 
-def _check_reserve(outputs: OutputLedger, folder: Path, grows: int) -> None:
+def _check_reserve(outputs: ChargedLedger, folder: Path, grows: int) -> None:
     disk = os.statvfs(folder if folder.is_dir() else folder.parent)
     free = disk.f_bavail * disk.f_frsize
     if free - grows < outputs.quota.reserve_bytes:

@@ -30,7 +30,7 @@ EXAMPLE_MIN_WORDS = 4
 """An example's field is its own sentence: four words of it (MIN_WORDS' floor) are a copy."""
 _PACKAGE_TEXTS = (
     ("stubs/templates", ".tmpl"),
-    ("workflows/builtin", ".yaml"),
+    ("operations/workflows/builtin", ".yaml"),
     ("reflection/prompts", ".md"),
     ("server", "instructions.py"),
     ("cli", "demo.py"),

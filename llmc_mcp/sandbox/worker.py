@@ -302,12 +302,12 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.gdal.environment import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations import OperationContext
     from llmc_mcp.operations.progress import tracking
+    from llmc_mcp.operations.workflows.service import RemoteWorkflows
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
     from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
-    from llmc_mcp.workflows.service import RemoteWorkflows
     from llmc_mcp.workspace import Workspace
 
     refuse_unexpected_drivers(unexpected_drivers())

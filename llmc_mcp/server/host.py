@@ -21,8 +21,11 @@ import anyio
 
 from llmc_mcp.errors import InvalidArgument, LlmcError
 from llmc_mcp.operations import Operation, get_operation
+from llmc_mcp.operations.workflows.engine import Engine, ReviewNeeded
+from llmc_mcp.operations.workflows.service import CALLS as WORKFLOW_CALLS
+from llmc_mcp.operations.workflows.service import serve as serve_workflow
+from llmc_mcp.provenance.report import decisions, every_record
 from llmc_mcp.reflection.gate import Hint
-from llmc_mcp.reflection.report import decisions, every_record
 from llmc_mcp.reflection.sampling import justify
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
@@ -33,9 +36,6 @@ from llmc_mcp.server.resumable import abandon_questions
 from llmc_mcp.server.review import ask_person, persist_reviewed, review_message
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.sessions import current_session, principal
-from llmc_mcp.workflows.engine import Engine, ReviewNeeded
-from llmc_mcp.workflows.service import CALLS as WORKFLOW_CALLS
-from llmc_mcp.workflows.service import serve as serve_workflow
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ class HostRequests:
         return result.model_dump()
 
     def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        entries = decisions(every_record(self._gate.store), self._workspace)
+        entries = decisions(every_record(self._gate.store), self._workspace, self._outputs)
         return [entry.model_dump() for entry in entries]
 
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from anyio.abc import Process
 
-from llmc_mcp.config import Settings
+from llmc_mcp.config import Quota, Settings
 from llmc_mcp.gdal.environment import disable_network
 from llmc_mcp.operations import OperationContext
-from llmc_mcp.outputs import LocalOutputs, OutputLedger, Quota
+from llmc_mcp.outputs import LocalOutputs, OutputLedger
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore

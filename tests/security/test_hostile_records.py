@@ -36,9 +36,9 @@ from pydantic import ValidationError
 
 from llmc_mcp import crs_text
 from llmc_mcp.cli.main import main
-from llmc_mcp.config import Settings
+from llmc_mcp.config import Quota, Settings
 from llmc_mcp.errors import CrsError, InvalidArgument, JustificationInvalid
-from llmc_mcp.outputs import OutputLedger, Quota
+from llmc_mcp.outputs import OutputLedger
 from llmc_mcp.reflection import pending
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary

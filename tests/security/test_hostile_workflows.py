@@ -20,18 +20,18 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from llmc_mcp.config import Settings
+from llmc_mcp.config import Quota, Settings
 from llmc_mcp.errors import LlmcError, NotFound
-from llmc_mcp.outputs import OutputLedger, Quota
+from llmc_mcp.operations.workflows import engine as engine_module
+from llmc_mcp.operations.workflows import state as state_module
+from llmc_mcp.operations.workflows.engine import Engine
+from llmc_mcp.operations.workflows.templates import TemplateError, render
+from llmc_mcp.outputs import OutputLedger
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.server.app import build_server
 from llmc_mcp.sessions import principal
-from llmc_mcp.workflows import engine as engine_module
-from llmc_mcp.workflows import state as state_module
-from llmc_mcp.workflows.engine import Engine
-from llmc_mcp.workflows.templates import TemplateError, render
 from llmc_mcp.workspace import Workspace
 from tests.mcp_helpers import structured
 
@@ -156,7 +156,7 @@ def test_a_file_that_raises_anything_while_loading_is_skipped_with_the_reason(
 ) -> None:
     """Guards against an exception nobody foresaw (here a MemoryError from the checks) escaping the
     catalog: the file is reported, and the rest of the folder is offered as before."""
-    from llmc_mcp.workflows import validate
+    from llmc_mcp.operations.workflows import validate
 
     real = validate.check_workflow
 
@@ -179,7 +179,7 @@ def test_the_folder_is_read_up_to_a_total_and_unchanged_files_are_not_parsed_aga
     """Guards against every list, describe and start parsing the whole folder again: 200 files of
     256 KB took the pure-Python parser seconds per call. Files past the total are reported unread,
     and a second call parses nothing that did not change."""
-    from llmc_mcp.workflows import definitions
+    from llmc_mcp.operations.workflows import definitions
 
     for n in range(3):
         user_file(workspace, f"w{n}.yaml", ANY.replace("anything", f"w{n}"))

@@ -28,15 +28,15 @@ import pytest
 
 from llmc_mcp.capture import sha256_of
 from llmc_mcp.cli.main import build_parser, main
-from llmc_mcp.config import Settings
+from llmc_mcp.config import Quota, Settings
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.operations.invoke import invoke
-from llmc_mcp.outputs import LocalOutputs, OutputLedger, Quota, RemoveRefused
+from llmc_mcp.outputs import LocalOutputs, OutputLedger, RemoveRefused
 from llmc_mcp.provenance import lineage as lineage_module
 from llmc_mcp.provenance.authenticity import SIGNATURE_FIELD, content_digest
 from llmc_mcp.provenance.conformance import problems
-from llmc_mcp.reflection.report import decisions
+from llmc_mcp.provenance.report import decisions
 from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.workspace import Workspace
 from tests.mcp_helpers import justification_for
@@ -274,7 +274,7 @@ def test_the_export_credits_a_decision_only_to_outputs_of_sealed_records(
     genuine = record_of(workspace_dir / "out.tif")
     ghost = {**genuine["output"], "path": "ghost.tif", "sha256": "0" * 64}
     plant(workspace_dir / f"0{RECORD}", unsigned(genuine, output=ghost))
-    [entry] = decisions([decision], workspace)
+    [entry] = decisions([decision], workspace, OutputLedger(workspace))
     assert entry.outputs == ["out.tif"]
 
 

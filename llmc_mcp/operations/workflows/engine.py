@@ -37,14 +37,21 @@ from llmc_mcp.operations.models import (
     WorkflowStepInfo,
     WorkflowSummary,
 )
+from llmc_mcp.operations.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
+from llmc_mcp.operations.workflows.state import StateStore, WorkflowState
+from llmc_mcp.operations.workflows.templates import (
+    Budget,
+    TemplateError,
+    lookup,
+    parse_ref,
+    render,
+    render_value,
+)
+from llmc_mcp.operations.workflows.validate import successors
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.schema import Justification, text_problem, validate_justification
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.reflection.store import Record
-from llmc_mcp.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
-from llmc_mcp.workflows.state import StateStore, WorkflowState
-from llmc_mcp.workflows.templates import Budget, TemplateError, lookup, parse_ref, render, render_value
-from llmc_mcp.workflows.validate import successors
 from llmc_mcp.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -252,7 +259,7 @@ class Engine:
         budget: Budget,
     ) -> Record | None:
         """The record the gate would store for this answer, or None with ``problems`` filled in."""
-        from llmc_mcp.operations import get_operation
+        from llmc_mcp.operations.catalog import get_operation
 
         requirement = step.requires
         assert requirement is not None

@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from llmc_mcp.config import MiB, Quota
 from llmc_mcp.durable import atomic_write, read_bounded
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
-from llmc_mcp.outputs.models import MiB, Quota, Signer
+from llmc_mcp.provenance.authenticity import Signer
 from llmc_mcp.state import key_path
 
 if TYPE_CHECKING:

@@ -3,23 +3,17 @@
 The engine reads and writes workflow states and stores justifications, so it runs where the gate and
 its key live: in the server. A worker's operations ask it over the host channel (:class:`RemoteWorkflows`);
 code run in-process (tests, the command line) uses an engine of its own (:class:`LocalWorkflows`).
-Nothing here imports the catalog, which imports this module.
+The catalog defines what operation code asks (:class:`~llmc_mcp.operations.catalog.WorkflowService`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmc_mcp.workflows.engine import Engine, Face
+    from llmc_mcp.operations.workflows.engine import Engine, Face
     from llmc_mcp.workspace import Workspace
-
-
-class WorkflowService(Protocol):
-    """The engine's calls as operation code makes them; results are plain JSON data."""
-
-    def request(self, call: str, params: Mapping[str, Any]) -> Any: ...
 
 
 CALLS = ("list", "describe", "start", "state", "requirement", "submit")
@@ -46,7 +40,7 @@ class LocalWorkflows:
 
     def request(self, call: str, params: Mapping[str, Any]) -> Any:
         if self._engine is None:
-            from llmc_mcp.workflows.engine import local_engine
+            from llmc_mcp.operations.workflows.engine import local_engine
 
             self._engine = local_engine(self._workspace, self._face)
         return serve(self._engine, call, params, self._principal)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmc_mcp.provenance.lineage import SealedOutputs, authentic_records
 from llmc_mcp.reflection.schema import UNSAFE_CHAR
 from llmc_mcp.reflection.store import JustificationStore, Record
 from llmc_mcp.workspace import Workspace
@@ -91,9 +92,13 @@ def every_record(store: JustificationStore) -> Iterable[Record]:
 
 
 def decisions(
-    records: Iterable[Record], workspace: Workspace, selection: Selection | None = None
+    records: Iterable[Record],
+    workspace: Workspace,
+    outputs: SealedOutputs,
+    selection: Selection | None = None,
 ) -> list[DecisionEntry]:
-    """The selected records, oldest first, each with the outputs whose records cite it.
+    """The selected records, oldest first, each with the outputs whose records cite it (the records
+    ``outputs`` says the server sealed).
 
     An output's provenance names the justification it was made under by key and ``justified_at``:
     outputs are listed under that very record, so those made under a superseded or revoked one are
@@ -102,7 +107,7 @@ def decisions(
     """
     now = datetime.now(UTC)
     chosen = [r for r in records if selection is None or selection.keeps(r, now)]
-    behind = _outputs_by_decision(workspace) if chosen else {}
+    behind = _outputs_by_decision(workspace, outputs) if chosen else {}
     return [
         DecisionEntry(
             hash=r.key,
@@ -225,11 +230,11 @@ def _args(decision: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in decision.items())
 
 
-def _outputs_by_decision(workspace: Workspace) -> dict[tuple[str, str | None], set[str]]:
-    from llmc_mcp.provenance.lineage import authentic_records
-
+def _outputs_by_decision(
+    workspace: Workspace, outputs: SealedOutputs
+) -> dict[tuple[str, str | None], set[str]]:
     behind: dict[tuple[str, str | None], set[str]] = {}
-    for content in authentic_records(workspace).values():
+    for content in authentic_records(workspace, outputs).values():
         for item in content.get("x-llmc:justifications", []):
             if isinstance(item, dict) and isinstance(item.get("key"), str):
                 when = item.get("justified_at") if isinstance(item.get("justified_at"), str) else None

@@ -15,9 +15,12 @@ from pydantic import Field, WithJsonSchema
 
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.gdal.environment import gdal_env
-from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.catalog import OperationContext, operation, provide_local_workflows
 from llmc_mcp.operations.models import WorkflowDescription, WorkflowList, WorkflowProgress
+from llmc_mcp.operations.workflows.service import LocalWorkflows
 from llmc_mcp.reflection.schema import Justification
+
+provide_local_workflows(LocalWorkflows)
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +151,7 @@ def _facts(ctx: OperationContext, requirement: dict[str, Any]) -> dict[str, Any]
     categorical or continuous data), so they are read the same way the later call reads them: here,
     in the session's worker, by the operation's preflight.
     """
-    from llmc_mcp.operations import get_operation
+    from llmc_mcp.operations.catalog import get_operation
 
     op = get_operation(str(requirement["operation"]))
     try:

@@ -4,7 +4,7 @@ A definition is data a user writes (``<workspace>/.llmc/workflows/*.yaml``) or t
 (``builtin/``). Workers can write that folder too, so a file there is hostile input: it is read with
 :class:`_DefinitionLoader` only (YAML's safe schema, no tags that build objects, no anchors or aliases,
 nesting at most :data:`MAX_DEPTH` deep), bounded in size, and checked by
-:mod:`llmc_mcp.workflows.validate` before anything runs it. Every problem names the file, the step and
+:mod:`.validate` before anything runs it. Every problem names the file, the step and
 what is wrong; whatever goes wrong with one user file puts that file under ``skipped`` and never
 touches the others.
 """
@@ -184,7 +184,7 @@ class _DefinitionLoader(yaml.SafeLoader):
 
 def parse_definition(text: str, file: str) -> Workflow:
     """A validated workflow from YAML text, or :class:`DefinitionError` naming every problem."""
-    from llmc_mcp.workflows.validate import check_workflow
+    from llmc_mcp.operations.workflows.validate import check_workflow
 
     if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
         raise DefinitionError([Problem(file, None, f"larger than {MAX_FILE_BYTES} bytes")])
@@ -248,7 +248,8 @@ def builtin_workflows() -> dict[str, Workflow]:
     Read once per process: they cannot change under a running server (copy before adding to it).
     """
     found: dict[str, Workflow] = {}
-    for entry in sorted(resources.files("llmc_mcp.workflows").joinpath("builtin").iterdir(), key=str):
+    shipped = resources.files("llmc_mcp.operations.workflows").joinpath("builtin")
+    for entry in sorted(shipped.iterdir(), key=str):
         if entry.name.endswith((".yaml", ".yml")):
             workflow = parse_definition(entry.read_text(encoding="utf-8"), f"builtin/{entry.name}")
             found[workflow.name] = workflow

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from llmc_mcp.workflows.definitions import Problem, Step, Workflow
-from llmc_mcp.workflows.templates import TemplateError, names, parse_ref
+from llmc_mcp.operations.workflows.definitions import Problem, Step, Workflow
+from llmc_mcp.operations.workflows.templates import TemplateError, names, parse_ref
 
 RESERVED = frozenset({"answer", "name"})
 """``answer`` is the submitted answer inside ``requires.args``; ``name`` is ``start``'s own parameter."""
@@ -109,7 +109,7 @@ def _check_shape(workflow: Workflow, report: ReportFn, inputs: set[str]) -> None
 
 
 def _check_requirement(step: Step, report: ReportFn) -> None:
-    from llmc_mcp.operations import CATALOG
+    from llmc_mcp.operations.catalog import find_operation
     from llmc_mcp.reflection.specs import DOMAINS
 
     requirement = step.requires
@@ -119,7 +119,7 @@ def _check_requirement(step: Step, report: ReportFn) -> None:
     if requirement.domain not in DOMAINS:
         report(step.id, f"requires.domain: {requirement.domain!r} is not one of {', '.join(sorted(DOMAINS))}")
         return
-    op = next((o for o in CATALOG if o.qualname == requirement.operation), None)
+    op = find_operation(requirement.operation)
     if op is None:
         report(step.id, f"requires.operation: no operation named {requirement.operation!r}")
         return
