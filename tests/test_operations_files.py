@@ -22,7 +22,8 @@ from rasterio.transform import from_origin
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import PathRefused
-from llmc_mcp.operations import OperationContext, files, get_operation
+from llmc_mcp.operations import OperationContext, get_operation
+from llmc_mcp.operations.files import listing as files_listing
 from llmc_mcp.server.app import build_server
 from tests.conftest import DATA
 from tests.mcp_helpers import structured
@@ -181,17 +182,17 @@ def test_the_listing_is_bounded_and_says_how_to_narrow_it(ctx: OperationContext,
     """Guards against: an unbounded listing (tokens, time) or one cut short without saying so."""
     many = workspace_dir / "many"
     many.mkdir()
-    for i in range(files.MAX_ENTRIES + 30):
+    for i in range(files_listing.MAX_ENTRIES + 30):
         (many / f"f{i:04d}.txt").write_bytes(b"")
-    for i in range(files.MAX_SUMMARIES + 5):
+    for i in range(files_listing.MAX_SUMMARIES + 5):
         shutil.copy(DATA / "float_nan.tif", many / f"r{i:04d}.tif")
     result = listing(ctx, pattern="many/*")
-    total = files.MAX_ENTRIES + 30 + files.MAX_SUMMARIES + 5
-    assert len(result["files"]) == files.MAX_ENTRIES
-    assert result["truncated"] == total - files.MAX_ENTRIES
+    total = files_listing.MAX_ENTRIES + 30 + files_listing.MAX_SUMMARIES + 5
+    assert len(result["files"]) == files_listing.MAX_ENTRIES
+    assert result["truncated"] == total - files_listing.MAX_ENTRIES
     assert "narrow the pattern" in result["note"]
     rasters = listing(ctx, pattern="many/*.tif")
-    assert sum(e["raster"] is not None for e in rasters["files"]) == files.MAX_SUMMARIES
+    assert sum(e["raster"] is not None for e in rasters["files"]) == files_listing.MAX_SUMMARIES
     assert rasters["summaries_skipped"] == 5 and "raster.info" in rasters["note"]
     assert listing(ctx, pattern="many/f000?.txt") == {
         "files": listing(ctx, pattern="many/f000?.txt")["files"],

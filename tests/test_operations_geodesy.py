@@ -400,7 +400,7 @@ def test_areas_of_interest_are_in_longitudes_from_greenwich() -> None:
     and with it the choice of transformation: Paris itself is at 2.3372 E of Greenwich."""
     from pyproj import CRS, Transformer
 
-    from llmc_mcp.operations.crs import geographic_degrees
+    from llmc_mcp.geodesy.reference import geographic_degrees
 
     lon, lat = Transformer.from_crs(
         CRS.from_epsg(27572), geographic_degrees(CRS.from_epsg(27572)), always_xy=True

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmc_mcp.gdal.datasets import GeoreferencingSource
+from llmc_mcp.geodesy.description import TransformOperation
 
 Resampling = Literal[
     "nearest",
@@ -422,21 +423,6 @@ class SampleResult(_Model):
     points: list[SampledPoint] = Field(description="One entry per requested point, in request order.")
     outside_count: int = Field(description="Points outside the raster (every value null).")
     note: str = Field(description="How points were located and values read, in one sentence.")
-
-
-class TransformOperation(_Model):
-    """A coordinate operation PROJ knows between two CRSs."""
-
-    name: str = Field(description="PROJ's description of the operation, e.g. 'NAD27 to NAD83 (1)'.")
-    accuracy_m: float | None = Field(
-        description="Accuracy in metres as the EPSG database states it (0 for a pure conversion); null "
-        "when unknown."
-    )
-    ballpark: bool = Field(
-        description="True when no real datum shift was available: PROJ took the two datums as the same "
-        "(errors of tens to hundreds of metres)."
-    )
-    missing_grids: list[str] = Field(description="Grid files the operation needs that are not installed.")
 
 
 class TransformResult(_Model):

@@ -36,7 +36,7 @@ from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused, Refused
 from llmc_mcp.gdal.environment import HARDENED_CONFIG, deregister_in
 from llmc_mcp.gdal.messages import translate_gdal_error
-from llmc_mcp.operations.crs_routes import choose_operation
+from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.models import TransformOperation
 
 if TYPE_CHECKING:

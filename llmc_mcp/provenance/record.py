@@ -253,7 +253,7 @@ def _reason(justification: Mapping[str, Any]) -> str:
 
 def _transformation(applied: Mapping[str, Any]) -> dict[str, Any]:
     """The coordinate operation the warp applied, as the operation noted it
-    (:meth:`~llmc_mcp.operations.crs_routes.ChosenOperation.provenance`); the format has fields for
+    (:meth:`~llmc_mcp.geodesy.routes.ChosenOperation.provenance`); the format has fields for
     the pipeline, accuracy and ballpark flag, the rest is ours."""
     return {
         "pipeline": applied["pipeline"],

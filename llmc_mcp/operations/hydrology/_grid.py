@@ -32,8 +32,8 @@ from rasterio.windows import Window
 
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.models import RasterInfo
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
@@ -171,7 +171,7 @@ def neighbour_distances(ds: DatasetReader, shown: str, argument: str) -> Neighbo
     """
     t = ds.transform
     rows = np.arange(ds.height, dtype="float64")
-    horizontal = None if ds.crs is None else _horizontal(parse_crs(ds.crs.to_wkt()))
+    horizontal = None if ds.crs is None else horizontal_part(parse_crs(ds.crs.to_wkt()))
     if horizontal is None or horizontal.ellipsoid is None:
         # No CRS, or a local (engineering) one: the plane is the ground, in the axes' units.
         units = (

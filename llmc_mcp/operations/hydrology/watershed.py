@@ -24,8 +24,8 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
 from llmc_mcp.operations.hydrology.flow_accumulation import cell_areas, ground_areas
 from llmc_mcp.operations.models import PourPoint, WatershedResult
@@ -152,7 +152,7 @@ class _Snapper:
 
     def __init__(self, ds: DatasetReader, valid: np.ndarray, accumulation: np.ndarray):
         self.ds, self.valid, self.accumulation = ds, valid, accumulation
-        horizontal = _horizontal(parse_crs(ds.crs.to_wkt()))
+        horizontal = horizontal_part(parse_crs(ds.crs.to_wkt()))
         ellipsoid = horizontal.ellipsoid
         self.geod = Geod(a=ellipsoid.semi_major_metre, b=ellipsoid.semi_minor_metre)
         self.to_geo = Transformer.from_crs(horizontal, geographic_degrees(horizontal), always_xy=True)

@@ -43,8 +43,8 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.models import AreaMethod, GeoreferencingChoice, RasterArea, ValueArea
 from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
@@ -158,7 +158,7 @@ def area(
 
 def _planar_cell_m2(crs: CRS, transform: Affine) -> float | None:
     """One cell's area on the plane of a projected CRS, in m²; None for a geographic CRS (no plane)."""
-    horizontal = _horizontal(crs)
+    horizontal = horizontal_part(crs)
     if not horizontal.is_projected:
         return None
     # Metres per CRS unit on each axis: 1200/3937 for a US survey foot, 0.3048 for an international foot.
@@ -189,7 +189,7 @@ class CellAreas:
     def __init__(self, crs: CRS, transform: Affine, width: int, height: int):
         self.transform = transform
         self.width, self.height = width, height
-        horizontal = _horizontal(crs)
+        horizontal = horizontal_part(crs)
         ellipsoid = horizontal.ellipsoid
         if ellipsoid is None:
             raise InvalidArgument(

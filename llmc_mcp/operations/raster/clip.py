@@ -43,8 +43,9 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.geodesy.reference import RASTER_SPREAD
+from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.crs_routes import RASTER_SPREAD, choose_operation
 from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
 from llmc_mcp.operations.raster.output import (
     _check_src_dst,

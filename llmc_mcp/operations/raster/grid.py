@@ -23,8 +23,9 @@ from rasterio.warp import transform as gdal_transform
 
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
+from llmc_mcp.geodesy.reference import RASTER_SPREAD
+from llmc_mcp.geodesy.routes import ChosenOperation
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.crs_routes import RASTER_SPREAD, ChosenOperation
 
 
 def _listed(value: object) -> object:

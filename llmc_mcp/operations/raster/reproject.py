@@ -1,7 +1,7 @@
 """``raster.reproject``: warp a raster to another CRS and write a tiled GeoTIFF, block by block.
 
 The plan (:func:`_plan_warp`) resolves the target CRS, the coordinate operation
-(:func:`~llmc_mcp.operations.crs_routes.choose_operation` for a spread of the raster's points, as
+(:func:`~llmc_mcp.geodesy.routes.choose_operation` for a spread of the raster's points, as
 ``crs.transform`` chooses), grid (:mod:`.grid`), nodata and creation options from the source header;
 writing warps the source into the output window by window (about 16 MB each, so rasters larger than
 memory work) with GDAL's warper forced to that operation (its COORDINATE_OPERATION option), and
@@ -32,8 +32,9 @@ from rasterio.windows import Window
 from llmc_mcp.capture import note_transformation
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.geodesy.reference import raster_points
+from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
 from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.crs_routes import ChosenOperation, choose_operation, raster_points
 from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.grid import Resolution, check_grid_args, target_grid

@@ -35,8 +35,8 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.crs import _horizontal, geographic_degrees
 from llmc_mcp.operations.models import GroundSpacing, TerrainResult, ZFactorSource
 from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.output import (
@@ -145,7 +145,7 @@ class Dem:
                 fix="Pass metres per elevation unit (0.3048 for feet), or null to use the declared unit.",
             )
         crs = parse_crs(ds.crs.to_wkt())
-        horizontal = _horizontal(crs)
+        horizontal = horizontal_part(crs)
         factor, source = _z_factor(ds, crs, horizontal, z_factor, shown) if gradient else (None, None)
         scale = float(ds.scales[0] if ds.scales[0] is not None else 1.0)
         offset = float(ds.offsets[0] if ds.offsets[0] is not None else 0.0)

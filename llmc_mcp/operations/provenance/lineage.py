@@ -1,4 +1,4 @@
-"""The ``provenance`` namespace: how a workspace file came to be, from the records beside outputs.
+"""``provenance.lineage``: how a workspace file came to be, from the records beside outputs.
 
 Every file an operation writes gets ``<file>.provenance.json`` (:mod:`llmc_mcp.provenance.record`);
 this namespace reads them back.

@@ -1,14 +1,10 @@
-"""The ``files`` namespace: which files an agent may work on, and tidying up what llmc-mcp wrote.
+"""``files.list``: which files an agent may work on.
 
 ``files.list`` walks the workspace where the operation runs (the session's worker), headers only, and
 bounded three ways: entries shown (:data:`MAX_ENTRIES`), raster headers read (:data:`MAX_SUMMARIES`)
 and directory entries looked at (:data:`MAX_SCANNED`). Rasters are opened through
 :func:`~llmc_mcp.gdal.datasets.open_for_read`, so a hostile file is listed with the reason it
 is refused, never opened further and never failing the listing.
-
-``files.remove`` is not decided here: the worker can write anywhere in the workspace, the ledger
-included, so the server checks the ledger's signatures and the file's identity and deletes
-(:meth:`~llmc_mcp.outputs.OutputLedger.remove`).
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from llmc_mcp.errors import LlmcError, PathRefused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary, RemovedFile
+from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.walk import MAX_SCANNED, compile_glob, walk
 
@@ -45,28 +41,6 @@ _LINK_REFUSED = (
     "a symbolic link that leads outside the workspace, into a server folder, to a folder or nowhere; "
     "not followed. Fix: use the file it points at, if it is inside the workspace."
 )
-
-
-@operation("files", read_only=False)
-def remove(
-    ctx: OperationContext,
-    path: Annotated[
-        str, Field(description="Workspace-relative file llmc-mcp wrote, e.g. 'out/rgb_4326.tif'.")
-    ],
-) -> RemovedFile:
-    """Delete a file llmc-mcp wrote in this workspace, with its sidecars (.aux.xml, .ovr, .msk, its record).
-
-    Only files that ``files.list`` marks ``written_by_llmc`` are accepted: outputs of raster.reproject
-    or raster.convert that nobody has replaced or modified since. A file the user put there, a file
-    changed since llmc-mcp wrote it, a link, a folder or anything in the server's folders is refused
-    and nothing is deleted. The output quota the file used is freed (``freed_bytes``); the server
-    decides and deletes, never the code that asks.
-
-    Errors (ApiError, by e.type): remove_refused if llmc-mcp did not write it, it changed since, or
-    it is a link or a folder; not_found; path_refused outside the workspace or in a server folder.
-    """
-    assert ctx.outputs is not None
-    return RemovedFile(**ctx.outputs.remove(path).to_dict())
 
 
 def _summary(ctx: OperationContext, name: str) -> tuple[RasterSummary | None, str | None]:

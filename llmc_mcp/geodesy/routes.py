@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pyproj.network
-from affine import Affine
 from pyproj import CRS, Transformer
 from pyproj.crs import CoordinateOperation
 from pyproj.database import query_crs_info
@@ -34,10 +33,15 @@ from pyproj.exceptions import ProjError
 from pyproj.transformer import AreaOfInterest, TransformerGroup
 
 from llmc_mcp.errors import CrsError
-from llmc_mcp.operations.models import TransformOperation
+from llmc_mcp.geodesy.description import (
+    TransformOperation,
+    accuracy_of,
+    describe_transformer,
+    is_ballpark,
+    operation_name,
+)
+from llmc_mcp.geodesy.reference import degrees_of, extent_of
 
-RASTER_SPREAD = 21
-"""Cell centres per side of the grid of points that stands for a raster (plus its four edges)."""
 MAX_BETTER = 5
 _SAME_RELATIVE, _SAME_ABSOLUTE = 1e-12, 1e-9
 """How far two ways of applying one operation may differ: float noise of the unit conversions between
@@ -143,8 +147,8 @@ def choose_operation(src: CRS, dst: CRS, xs: np.ndarray, ys: np.ndarray) -> Chos
     if pyproj.network.is_network_enabled():
         # The project's rule (DD-MCP-018): never download grids. Workers switch it off at start.
         pyproj.network.set_network_enabled(False)
-    lon, lat = _degrees(src, xs, ys)
-    aoi = _extent(lon, lat)
+    lon, lat = degrees_of(src, xs, ys)
+    aoi = extent_of(lon, lat)
     direct, unavailable = _group(src, dst, aoi)
     if not direct:
         raise CrsError(
@@ -193,95 +197,10 @@ def _usable(candidate: _Candidate) -> bool:
     return not candidate.ballpark and not (candidate.outside.size and candidate.outside.all())
 
 
-def raster_points(transform: Affine, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """A spread of a raster's points in its CRS: a grid of RASTER_SPREAD² cell centres and its edges."""
-
-    def positions(size: int) -> np.ndarray:
-        return np.unique(np.concatenate([[0.0, float(size)], np.linspace(0.5, size - 0.5, RASTER_SPREAD)]))
-
-    cols, rows = np.meshgrid(positions(width), positions(height))
-    xs, ys = transform @ (cols.ravel(), rows.ravel())
-    return np.asarray(xs, dtype="float64"), np.asarray(ys, dtype="float64")
-
-
-def geographic_degrees(crs: CRS) -> CRS:
-    """src's geodetic CRS as longitude/latitude in degrees from Greenwich (what areas of use are in)."""
-    geodetic = crs.geodetic_crs or crs
-    json: dict[str, Any] = geodetic.to_json_dict()
-    if json.get("type") == "GeographicCRS":
-        # Areas of use are in longitudes from Greenwich: a datum's own prime meridian (Paris) would
-        # put the area of interest 2.34 degrees off, and the choice of operation with it.
-        json.get("datum", {}).pop("prime_meridian", None)
-        json.pop("id", None)
-        json["coordinate_system"] = {
-            "subtype": "ellipsoidal",
-            "axis": [
-                {"name": "Longitude", "abbreviation": "lon", "direction": "east", "unit": "degree"},
-                {"name": "Latitude", "abbreviation": "lat", "direction": "north", "unit": "degree"},
-            ],
-        }
-        return CRS.from_json_dict(json)
-    return CRS.from_epsg(4326)
-
-
-def area_of_interest(src: CRS, xs: np.ndarray, ys: np.ndarray) -> AreaOfInterest | None:
-    """The points' extent in degrees from Greenwich; None (the whole area of use) when no point converts.
-
-    Found through src's own geographic CRS, which is a conversion (no datum shift), so nothing here
-    depends on the operation being chosen.
-    """
-    return _extent(*_degrees(src, xs, ys))
-
-
-def accuracy_of(value: float | None) -> float | None:
-    """PROJ's accuracy as metres, or None when unknown (PROJ says -1)."""
-    return None if value is None or not math.isfinite(value) or value < 0 else float(value)
-
-
-def is_ballpark(transformer: Transformer) -> bool:
-    """Whether PROJ built the operation without a datum shift (datums taken as equal)."""
-    # The flag PROJ sets on an operation it built without a datum shift survives on the steps of a
-    # concatenated operation (not through JSON); a single ballpark step is named so by PROJ.
-    steps = transformer.operations or ()
-    return (
-        any(step.has_ballpark_transformation for step in steps)
-        or "ballpark" in (transformer.description or "").lower()
-    )
-
-
-def describe_transformer(transformer: Transformer) -> TransformOperation:
-    """A transformer as the results name it: PROJ's description without axis swaps, accuracy, ballpark."""
-    return TransformOperation(
-        name=_steps(transformer.description or transformer.name),
-        accuracy_m=accuracy_of(transformer.accuracy),
-        ballpark=is_ballpark(transformer),
-        missing_grids=[],
-    )
-
-
-def _degrees(src: CRS, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The points as longitude/latitude from Greenwich on src's own datum; those that do not convert
-    are dropped."""
-    try:
-        to_degrees = Transformer.from_crs(src, geographic_degrees(src), always_xy=True)
-        lon, lat = to_degrees.transform(xs, ys, errcheck=False)
-    except ProjError:
-        return np.empty(0), np.empty(0)
-    lon, lat = np.asarray(lon, dtype="float64"), np.asarray(lat, dtype="float64")
-    ok = np.isfinite(lon) & np.isfinite(lat)
-    return np.clip(lon[ok], -180.0, 180.0), np.clip(lat[ok], -90.0, 90.0)
-
-
 def _bounds(aoi: AreaOfInterest | None) -> tuple[float, float, float, float] | None:
     if aoi is None:
         return None
     return (aoi.west_lon_degree, aoi.south_lat_degree, aoi.east_lon_degree, aoi.north_lat_degree)
-
-
-def _extent(lon: np.ndarray, lat: np.ndarray) -> AreaOfInterest | None:
-    if not lon.size:
-        return None
-    return AreaOfInterest(float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))
 
 
 def _group(
@@ -539,13 +458,6 @@ def _why_ballpark(src: CRS, dst: CRS, aoi: AreaOfInterest | None) -> str:
     )
 
 
-def _steps(description: str) -> str:
-    """PROJ's description without the axis swaps always_xy makes (they say nothing about accuracy)."""
-    parts = [part.strip() for part in description.split(" + ")]
-    kept = [part for part in parts if not part.lower().startswith("axis order change")]
-    return " + ".join(kept) if kept else description
-
-
 def _better_unavailable(
     unavailable: Sequence[CoordinateOperation], accuracy: float | None, aoi: AreaOfInterest | None
 ) -> list[TransformOperation]:
@@ -559,7 +471,7 @@ def _better_unavailable(
             continue
         better.append(
             TransformOperation(
-                name=_steps(op.name),
+                name=operation_name(op.name),
                 accuracy_m=op_accuracy,
                 ballpark=bool(op.has_ballpark_transformation),
                 missing_grids=[grid.short_name for grid in op.grids if not grid.available],
