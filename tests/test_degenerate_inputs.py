@@ -36,11 +36,11 @@ import rasterio
 import shapely
 from mcp import Client
 
+from llmc_mcp.compute.polygons import hardened_pyogrio
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import InvalidArgument, LlmcError, Refused
 from llmc_mcp.operations import CATALOG, Operation, OperationContext
 from llmc_mcp.operations.invoke import invoke
-from llmc_mcp.operations.vectors import hardened_pyogrio
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore

@@ -20,10 +20,10 @@ from affine import Affine
 from mcp import Client
 from pyproj import Transformer
 
+from llmc_mcp.compute.output import data_kind
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.operations import OperationContext, get_operation
-from llmc_mcp.operations.raster.output import data_kind
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
 from tests.rasters import NORTH_UP, write

@@ -23,10 +23,10 @@ from affine import Affine
 from mcp import Client
 from pyproj import Transformer
 
+from llmc_mcp.compute.polygons import hardened_pyogrio
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, RasterError, Refused
 from llmc_mcp.operations import OperationContext, get_operation
-from llmc_mcp.operations.vectors import hardened_pyogrio
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import structured
 

@@ -19,8 +19,8 @@ from affine import Affine
 from mcp import Client
 from rasterio.windows import Window
 
+from llmc_mcp.compute.progress import Tracker
 from llmc_mcp.config import Settings
-from llmc_mcp.operations.progress import Tracker
 from llmc_mcp.sandbox.pool import ProgressRelay
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import stdio_params, structured, text

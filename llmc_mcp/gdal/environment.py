@@ -187,7 +187,7 @@ def libgdal() -> ctypes.CDLL:
 
     Found in rasterio's wheel (``rasterio.libs/``), which a confined worker may read, else in the
     process's map of loaded files (a rasterio built against a system GDAL). pyogrio's wheel loads a
-    second GDAL (:mod:`llmc_mcp.operations.vectors` hardens that one)."""
+    second GDAL (:mod:`llmc_mcp.compute.polygons` hardens that one)."""
     bundled = sorted((Path(rasterio.__file__).parent.parent / "rasterio.libs").glob("libgdal*.so*"))
     if len(bundled) == 1:
         return ctypes.CDLL(str(bundled[0]), mode=os.RTLD_NOLOAD)

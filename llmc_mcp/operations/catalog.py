@@ -32,11 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from llmc_mcp.errors import InvalidArgument, NotFound
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
-from llmc_mcp.reflection.specs import Decision, ReflectionSpec
+from llmc_mcp.reflection.specs import Decision, Facts, ReflectionSpec
 from llmc_mcp.workspace import Workspace
-
-Facts = dict[str, str]
-"""What an operation read about its data that scopes the gate's decisions: ``{"data": "categorical"}``."""
 
 
 class WorkflowService(Protocol):

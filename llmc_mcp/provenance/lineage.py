@@ -23,9 +23,9 @@ from typing import Any, Protocol
 from llmc_mcp.capture import sha256_of
 from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import LlmcError
-from llmc_mcp.operations.models import Lineage, LineageStep, LineageStop
 from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, Claim, verified
 from llmc_mcp.provenance.conformance import problems
+from llmc_mcp.provenance.models import Lineage, LineageStep, LineageStop
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.walk import compile_glob, walk
 from llmc_mcp.workspace import Workspace

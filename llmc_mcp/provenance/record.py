@@ -1,6 +1,6 @@
 """The provenance record of one output: built from the call's capture, written beside the output.
 
-:func:`write_beside` runs in the write pipeline of :mod:`llmc_mcp.operations.raster.output`, after
+:func:`write_beside` runs in the write pipeline of :mod:`llmc_mcp.compute.output`, after
 the temporary file has been read back and before the server commits it. It writes
 ``<temporary>.provenance.json``; the commit renames it onto ``<dst>.provenance.json`` with the
 output (it is one of the output's sidecars, :data:`llmc_mcp.outputs.SIDECAR_SUFFIXES`), so a record

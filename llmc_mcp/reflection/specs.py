@@ -82,6 +82,9 @@ of its own, so it can never unlock a decision about categorical or continuous da
 
 
 SOME_OR_NONE = frozenset({"some", "none"})
+Facts = dict[str, str]
+"""What an operation read about its data that scopes the gate's decisions: ``{"data": "categorical"}``."""
+
 FACT_VALUES: dict[str, Callable[[object], bool]] = {
     "data": lambda v: isinstance(v, str) and v in DATA_KINDS,
     "overlap": lambda v: isinstance(v, str) and v in SOME_OR_NONE,

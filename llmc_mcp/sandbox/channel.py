@@ -7,7 +7,7 @@ writes the store (and, later, asks the host's model or the user). Messages:
 - request:  ``{"id": <int>, "method": <str>, "params": {...}}``
 - response: ``{"id": <int>, "result": ...}`` or ``{"id": <int>, "error": {...}}``
 - notification (worker to server only): ``{"method": <str>, "params": {...}}`` without an id; it is
-  never answered, so the worker does not wait (progress, :mod:`llmc_mcp.operations.progress`)
+  never answered, so the worker does not wait (progress, :mod:`llmc_mcp.compute.progress`)
 
 Frames are a 4-byte big-endian length then UTF-8 JSON; a frame over
 :data:`MAX_FRAME` is a protocol error, so a runaway worker cannot make the

@@ -626,7 +626,7 @@ class ProgressRelay:
     The worker is untrusted: a value that is not a finite number above the last one relayed, or that
     passes its total, is dropped, messages are cut to :data:`PROGRESS_MESSAGE_CHARS`, and at most
     :data:`PROGRESS_PER_SECOND` a second are relayed (a real worker sends five, see
-    :mod:`llmc_mcp.operations.progress`), so a subverted worker cannot flood the client.
+    :mod:`llmc_mcp.compute.progress`), so a subverted worker cannot flood the client.
     """
 
     def __init__(self, handler: ProgressHandler | None, clock: Callable[[], float] = time.monotonic):

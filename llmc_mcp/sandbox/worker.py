@@ -299,9 +299,9 @@ class ChannelHost:
 
 
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
+    from llmc_mcp.compute.progress import tracking
     from llmc_mcp.gdal.environment import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations import OperationContext
-    from llmc_mcp.operations.progress import tracking
     from llmc_mcp.operations.workflows.service import RemoteWorkflows
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary

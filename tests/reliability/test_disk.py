@@ -36,10 +36,10 @@ import pytest
 import rasterio
 from mcp import Client
 
+from llmc_mcp.compute.output import write_output
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import RasterError
 from llmc_mcp.operations import OperationContext, get_operation
-from llmc_mcp.operations.raster.output import write_output
 from llmc_mcp.outputs import OutputLedger
 from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import RESERVED_DIRS

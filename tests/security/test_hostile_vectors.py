@@ -2,7 +2,7 @@
 policy never saw, or exhaust the process.
 
 pyogrio ships a GDAL of its own, which the raster hardening of ``gdal_env`` does not reach; these tests
-pin down that :mod:`llmc_mcp.operations.vectors` hardens it (three drivers, no network) and that every
+pin down that :mod:`llmc_mcp.compute.polygons` hardens it (three drivers, no network) and that every
 file of a vector input passes the policy. Secrets live in a folder outside the workspace, URLs point at
 a local HTTP server that records every request: a case passes only when it is refused with an error
 naming the problem, no secret reaches the answer and the server saw nothing.
@@ -22,15 +22,16 @@ import shapely
 from rasterio.crs import CRS
 from rasterio.transform import from_origin
 
-from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
-from llmc_mcp.gdal.environment import disable_network
-from llmc_mcp.operations import OperationContext, vectors
-from llmc_mcp.operations.vectors import (
+from llmc_mcp.compute import polygons
+from llmc_mcp.compute.polygons import (
     VECTOR_DRIVERS,
     hardened_pyogrio,
     pyogrio_registered_drivers,
     read_polygons,
 )
+from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
+from llmc_mcp.gdal.environment import disable_network
+from llmc_mcp.operations import OperationContext
 from tests.security.sink import Sink
 
 SECRET = "LLMC-VECTOR-SECRET-4e2b"
@@ -56,7 +57,7 @@ def outside(tmp_path: Path) -> Path:
 
 def write_vector(path: Path, geometries: list[Any], *, name: str = "zone", layer: str | None = None) -> None:
     pyogrio = hardened_pyogrio()
-    driver = vectors.EXTENSIONS[path.suffix]
+    driver = polygons.EXTENSIONS[path.suffix]
     pyogrio.raw.write(
         str(path),
         shapely.to_wkb(np.asarray(geometries, dtype=object)),
@@ -70,7 +71,7 @@ def write_vector(path: Path, geometries: list[Any], *, name: str = "zone", layer
     )
 
 
-def read(ctx: OperationContext, name: str, **kwargs: Any) -> vectors.Polygons:
+def read(ctx: OperationContext, name: str, **kwargs: Any) -> polygons.Polygons:
     return read_polygons(ctx, name, argument="zones", target_crs=UTM, **kwargs)
 
 
@@ -272,7 +273,7 @@ def test_the_number_of_features_is_capped(
 ) -> None:
     """A file of millions of features would exhaust the worker; it is refused once one more than the cap
     is read (the cap is lowered here so the fixture stays small)."""
-    monkeypatch.setattr(vectors, "MAX_FEATURES", 100)
+    monkeypatch.setattr(polygons, "MAX_FEATURES", 100)
     write_vector(workspace_dir / "zones.gpkg", [shapely.box(i, 0, i + 1, 1) for i in range(101)])
     assert_refused(ctx, "zones.gpkg", InvalidArgument, "more than 100 features", "raster of zone ids")
 
@@ -281,7 +282,7 @@ def test_the_number_of_vertices_is_capped(
     ctx: OperationContext, workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One feature can carry millions of vertices; the total is bounded whatever the feature count."""
-    monkeypatch.setattr(vectors, "MAX_VERTICES", 50)
+    monkeypatch.setattr(polygons, "MAX_VERTICES", 50)
     circle = shapely.Point(0, 0).buffer(10, quad_segs=16)  # 65 vertices
     write_vector(workspace_dir / "zones.gpkg", [circle])
     assert_refused(ctx, "zones.gpkg", InvalidArgument, "65 vertices", "Simplify")

@@ -8,16 +8,11 @@ from typing import Annotated
 from pydantic import Field
 from pyproj import CRS
 
+from llmc_mcp.compute.models import Ellipsoid
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.geodesy.reference import horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import (
-    AreaOfUse,
-    Axis,
-    CrsInfo,
-    CrsKind,
-    Ellipsoid,
-)
+from llmc_mcp.operations.crs.models import AreaOfUse, Axis, CrsInfo, CrsKind
 
 _AREA = "area"
 _CONFORMAL = "conformal"

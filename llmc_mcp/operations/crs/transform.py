@@ -15,7 +15,7 @@ from llmc_mcp.errors import CrsError, InvalidArgument
 from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.crs.info import crs_kind
-from llmc_mcp.operations.models import TransformResult
+from llmc_mcp.operations.crs.models import TransformResult
 
 MAX_POINTS = 100_000
 """Points per crs.transform call: far above any lookup an agent makes by hand, and small enough that the

@@ -22,7 +22,7 @@ from llmc_mcp.errors import LlmcError, PathRefused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import FileEntry, FileListing, RasterSummary
+from llmc_mcp.operations.files.models import FileEntry, FileListing, RasterSummary
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.walk import MAX_SCANNED, compile_glob, walk
 

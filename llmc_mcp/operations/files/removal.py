@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import RemovedFile
+from llmc_mcp.operations.files.models import RemovedFile
 
 
 @operation("files", read_only=False)

@@ -4,7 +4,7 @@ Flow routing is a global problem: where a cell drains depends on cells anywhere 
 these operations read the whole grid into memory (unlike the raster namespace, which streams). The
 cost is bounded by :data:`MAX_CELLS`, refused above with the fix, instead of a worker killed by its
 memory limit halfway. Outputs go through the atomic, granted, read-back write of
-:mod:`llmc_mcp.operations.raster.output`.
+:mod:`llmc_mcp.compute.output`.
 
 pyflwdir (Deltares, MIT; DD-MCP-052) does the routing. Its functions are numba ``cache=True`` JITs:
 they would read and write compiled code in a cache directory on disk, and a directory the workers of
@@ -30,19 +30,14 @@ from pyproj import Geod, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.models import RasterInfo
+from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.models import RasterInfo
-from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.output import (
-    GEOTIFF_SUFFIXES,
-    _describe_output,
-    _write_atomically,
-    creation_options,
-)
-from llmc_mcp.operations.raster.pixels import read_valid
 
 MAX_CELLS = 16_777_216
 """Cells (4096 x 4096) a routing operation holds at once. Routing peaks at about 38 MiB per million

@@ -32,7 +32,7 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, pyflwdir, read_elevation, write_grid
 from llmc_mcp.operations.hydrology._routing import kernels
-from llmc_mcp.operations.models import ConditionMethod, ConditionResult
+from llmc_mcp.operations.hydrology.models import ConditionMethod, ConditionResult
 from llmc_mcp.reflection.specs import HYDROLOGY_CONDITION
 
 

@@ -25,6 +25,8 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.cell_areas import CellAreas
+from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
@@ -42,9 +44,7 @@ from llmc_mcp.operations.hydrology._grid import (
     write_grid,
 )
 from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
-from llmc_mcp.operations.models import AccumulationUnits, FlowAccumulationResult
-from llmc_mcp.operations.raster.area import CellAreas
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.hydrology.models import AccumulationUnits, FlowAccumulationResult
 
 _MISSING = -9999.0
 ROUTINGS = ("d8", "dinf", "mfd")

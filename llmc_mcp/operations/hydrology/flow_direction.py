@@ -46,7 +46,7 @@ from llmc_mcp.operations.hydrology._grid import (
     write_grid,
 )
 from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
-from llmc_mcp.operations.models import FlowDirectionResult, FlowRouting
+from llmc_mcp.operations.hydrology.models import FlowDirectionResult, FlowRouting
 from llmc_mcp.reflection.specs import HYDROLOGY_ROUTING
 
 DINF_ENCODING = (

@@ -16,13 +16,13 @@ import numpy as np
 from pydantic import Field
 from rasterio.io import DatasetReader
 
+from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import ACCUMULATION_TAG, check_dst, check_grid, write_grid
-from llmc_mcp.operations.models import StreamsResult, ThresholdUnits
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.hydrology.models import StreamsResult, ThresholdUnits
 from llmc_mcp.reflection.specs import HYDROLOGY_STREAM_THRESHOLD
 
 STREAM_NODATA = 255

@@ -20,6 +20,7 @@ from pydantic import Field
 from pyproj import Geod, Transformer
 from rasterio.io import DatasetReader
 
+from llmc_mcp.compute.points import cells_of, to_raster_crs
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
@@ -28,8 +29,7 @@ from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
 from llmc_mcp.operations.hydrology.flow_accumulation import cell_areas, ground_areas
-from llmc_mcp.operations.models import PourPoint, WatershedResult
-from llmc_mcp.operations.raster.sample import _cells, _to_raster_crs
+from llmc_mcp.operations.hydrology.models import PourPoint, WatershedResult
 
 MAX_POINTS = 1000
 NO_CATCHMENT = 0
@@ -94,8 +94,8 @@ def watershed(
         network = flow_network(ctx, ds, shown, "flow_dir")
         valid = network.mask.reshape(ds.height, ds.width)
         accumulation = network.upstream_area(unit="cell")
-        xs, ys = _to_raster_crs(ds, given, points_crs, shown)
-        rows, cols, inside = _cells(ds, xs, ys)
+        xs, ys = to_raster_crs(ds, given, points_crs, shown)
+        rows, cols, inside = cells_of(ds, xs, ys)
         snapper = _Snapper(ds, valid, accumulation)
         outlets = [
             snapper.snap(

@@ -11,8 +11,8 @@ from typing import Annotated
 from pydantic import Field
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import Lineage
 from llmc_mcp.provenance.lineage import lineage as walk_lineage
+from llmc_mcp.provenance.models import Lineage
 
 
 @operation("provenance", read_only=True, inputs=("path",))

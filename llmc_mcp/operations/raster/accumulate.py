@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmc_mcp.operations.models import BandStats, Histogram
+from llmc_mcp.operations.raster.models import BandStats, Histogram
 
 FINE_BINS = 1 << 16
 EXACT_RANGE = 1 << 20

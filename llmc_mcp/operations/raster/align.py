@@ -21,15 +21,16 @@ from pydantic import Field
 from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 
+from llmc_mcp.compute.models import Compression, RasterInfo
+from llmc_mcp.compute.output import _check_src_dst, data_kind, write_output
 from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
-from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
-from llmc_mcp.operations.raster.output import _check_src_dst, data_kind, write_output
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, Resampling
 from llmc_mcp.operations.raster.reproject import WarpPlan, raster_operation, require_crs, warp_onto
-from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING
+from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING, Facts
 
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:

@@ -34,19 +34,14 @@ from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.progress import counted
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
-from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.output import (
-    GEOTIFF_SUFFIXES,
-    _describe_output,
-    _write_atomically,
-    creation_options,
-)
-from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
+from llmc_mcp.operations.raster.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
 
 CalcDtype = Literal["float32", "float64", "uint8", "uint16", "int16", "uint32", "int32"]
 """Output data types. Float outputs keep fractions; integer outputs are rounded (half to even)."""

@@ -39,6 +39,15 @@ from rasterio.features import geometry_mask
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.models import Bounds
+from llmc_mcp.compute.output import (
+    _check_src_dst,
+    _describe_output,
+    _write_atomically,
+    creation_options,
+    single_dtype,
+)
+from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import open_for_read
@@ -46,21 +55,13 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import Bounds, ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
-from llmc_mcp.operations.raster.output import (
-    _check_src_dst,
-    _describe_output,
-    _write_atomically,
-    creation_options,
-    single_dtype,
-)
-from llmc_mcp.operations.raster.pixels import grid_windows
+from llmc_mcp.operations.raster.models import ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
 from llmc_mcp.operations.raster.reproject import _output_nodata, carry_metadata
 
 if TYPE_CHECKING:
     import shapely
 
-    from llmc_mcp.operations.vectors import Polygons
+    from llmc_mcp.compute.polygons import Polygons
 
 OUTPUT_BLOCK = 512
 WINDOW_ROWS = 512
@@ -314,7 +315,7 @@ def _clamp(source: DatasetReader, first_col: int, end_col: int, first_row: int, 
 def _mask_polygons(
     ctx: OperationContext, source: DatasetReader, mask: str, layer: str | None, shown: str
 ) -> Polygons:
-    from llmc_mcp.operations.vectors import read_polygons  # pyogrio and shapely: only when a mask is used
+    from llmc_mcp.compute.polygons import read_polygons  # pyogrio and shapely: only when a mask is used
 
     _raster_crs(source, shown, "mask")
     return read_polygons(ctx, mask, argument="mask", target_crs=source.crs, layer=layer)

@@ -20,18 +20,14 @@ from pydantic import Field
 from rasterio.enums import OverviewResampling as RioOverviewResampling
 from rasterio.io import DatasetReader
 
+from llmc_mcp.compute import progress
+from llmc_mcp.compute.models import Compression, RasterInfo
+from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
 from llmc_mcp.errors import InvalidArgument
-from llmc_mcp.operations import progress
-from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import Compression, GeoreferencingChoice, OverviewResampling, RasterInfo
+from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.gdal_copy import create_copy
-from llmc_mcp.operations.raster.output import (
-    creation_options,
-    preflight_output,
-    single_dtype,
-    write_output,
-)
-from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, OverviewResampling
+from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS, Facts
 
 AUTO_OVERVIEW_MIN_SIDE = 256
 

@@ -4,7 +4,7 @@
 progress can only come from GDAL. The source is reopened here through GDAL's C API by the same
 rasterio-loaded library, with the same allowed drivers and the same open options as the checked
 dataset (the georeferencing choice is an open option), and the callback hands GDAL's completed
-fraction to :mod:`llmc_mcp.operations.progress`. Errors take GDAL's own path: rasterio's error handler
+fraction to :mod:`llmc_mcp.compute.progress`. Errors take GDAL's own path: rasterio's error handler
 sees them (so the write's message collector does), and a failed copy raises ``RasterioIOError`` with
 GDAL's last message, as rasterio's copy would.
 """

@@ -34,14 +34,7 @@ from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
-from llmc_mcp.errors import InvalidArgument, Refused
-from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
-from llmc_mcp.gdal.environment import gdal_env
-from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import GeoreferencingChoice, MergeMethod, MergeResult, MergeSource, Resampling
-from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, Resolution, check_grid_args
-from llmc_mcp.operations.raster.output import (
+from llmc_mcp.compute.output import (
     GEOTIFF_SUFFIXES,
     _describe_output,
     _write_atomically,
@@ -49,7 +42,20 @@ from llmc_mcp.operations.raster.output import (
     data_kind,
     single_dtype,
 )
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.progress import counted
+from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
+from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, Resolution, check_grid_args
+from llmc_mcp.operations.raster.models import (
+    GeoreferencingChoice,
+    MergeMethod,
+    MergeResult,
+    MergeSource,
+    Resampling,
+)
 from llmc_mcp.operations.raster.reproject import (
     OUTPUT_BLOCK,
     WARP_MEM_MB,
@@ -59,7 +65,7 @@ from llmc_mcp.operations.raster.reproject import (
     warp_resampling,
     write_windows,
 )
-from llmc_mcp.reflection.specs import MERGE_AGGREGATION, MERGE_RESAMPLING
+from llmc_mcp.reflection.specs import MERGE_AGGREGATION, MERGE_RESAMPLING, Facts
 
 MAX_SOURCES = 256
 """Every source stays open while the mosaic is written; the count of valid sources is a uint16."""

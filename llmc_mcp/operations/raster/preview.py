@@ -19,13 +19,13 @@ from pydantic import Field
 from rasterio.enums import ColorInterp, Resampling
 from rasterio.io import DatasetReader
 
+from llmc_mcp.compute.output import data_kind
+from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import RasterPreview, Stretch
-from llmc_mcp.operations.raster.output import data_kind
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.models import RasterPreview, Stretch
 from llmc_mcp.operations.raster.stats import check_bands
 
 PERCENTILES = (2.0, 98.0)

@@ -25,24 +25,19 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.output import _check_src_dst, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import (
+from llmc_mcp.operations.raster.models import (
     ClassCount,
     GeoreferencingChoice,
     ReclassifyResult,
     ReclassRule,
     ReclassRuleCount,
 )
-from llmc_mcp.operations.raster.output import (
-    _check_src_dst,
-    _describe_output,
-    _write_atomically,
-    creation_options,
-)
-from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
 
 ClassDtype = Literal["uint8", "uint16", "int16", "uint32", "int32"]
 """Integer output types, in the order the smallest fitting one is chosen. int8 is left out: GDAL

@@ -30,21 +30,17 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.capture import note_transformation
+from llmc_mcp.compute.models import Compression, RasterInfo
+from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.geodesy.reference import raster_points
 from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
-from llmc_mcp.operations.catalog import Facts, OperationContext, operation
-from llmc_mcp.operations.models import Compression, GeoreferencingChoice, RasterInfo, Resampling
-from llmc_mcp.operations.progress import counted
+from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.grid import Resolution, check_grid_args, target_grid
-from llmc_mcp.operations.raster.output import (
-    creation_options,
-    preflight_output,
-    single_dtype,
-    write_output,
-)
-from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, normalize_crs
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, Resampling
+from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, Facts, normalize_crs
 
 OUTPUT_BLOCK = 512
 WRITE_CHUNK_BYTES = 16 << 20

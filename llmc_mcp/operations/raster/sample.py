@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-import pyproj
 from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.crs_text import parse_crs
-from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.points import cells_of, to_raster_crs
+from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import GeoreferencingChoice, SampleResult
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, SampleResult
 from llmc_mcp.operations.raster.stats import check_bands
 
 MAX_POINTS = 100_000
@@ -80,8 +79,8 @@ def sample(
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         indexes = check_bands(ds, bands, shown)
-        xs, ys = _to_raster_crs(ds, given, crs, shown)
-        rows, cols, inside = _cells(ds, xs, ys)
+        xs, ys = to_raster_crs(ds, given, crs, shown)
+        rows, cols, inside = cells_of(ds, xs, ys)
         raw, valid = _read_points(ctx, ds, indexes, rows, cols, inside)
         scales = [float(ds.scales[b - 1] if ds.scales[b - 1] is not None else 1.0) for b in indexes]
         offsets = [float(ds.offsets[b - 1] if ds.offsets[b - 1] is not None else 0.0) for b in indexes]
@@ -138,52 +137,6 @@ def _points(
             }
         )
     return out
-
-
-def _to_raster_crs(
-    ds: DatasetReader, given: np.ndarray, crs: str | None, shown: str
-) -> tuple[np.ndarray, np.ndarray]:
-    xs, ys = given[:, 0].copy(), given[:, 1].copy()
-    if crs is None:
-        return xs, ys
-    source = parse_crs(crs, "crs")
-    if ds.crs is None:
-        raise RasterError(
-            f"'{shown}' has no CRS, so points in {crs!r} cannot be placed on it.",
-            fix="Omit crs and pass points in the raster's pixel-grid coordinates (its transform).",
-        )
-    target = parse_crs(ds.crs.to_wkt(), "raster CRS")
-    transformer = pyproj.Transformer.from_crs(source, target, always_xy=True)
-    # errcheck=False: a point the operation cannot take (out of the projection's domain) becomes inf,
-    # and inf is outside every raster.
-    tx, ty = transformer.transform(xs, ys, errcheck=False)
-    return np.asarray(tx, dtype=np.float64), np.asarray(ty, dtype=np.float64)
-
-
-def _cells(ds: DatasetReader, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row and column of each point by the inverse geotransform, and whether it is on the raster.
-
-    Not ``rasterio.transform.rowcol``: it casts to int32 before any range check, so a point far away
-    can wrap around onto the raster. Floor of the fractional pixel position is right for any sign of
-    pixel size and for rotation.
-    """
-    with np.errstate(invalid="ignore"):
-        fcols, frows = ~ds.transform @ (xs, ys)
-        fcols, frows = np.asarray(fcols, dtype=np.float64), np.asarray(frows, dtype=np.float64)
-        inside = (
-            np.isfinite(fcols)
-            & np.isfinite(frows)
-            & (fcols >= 0)
-            & (fcols < ds.width)
-            & (frows >= 0)
-            & (frows < ds.height)
-        )
-    cols = np.where(inside, np.floor(np.where(inside, fcols, 0)), 0).astype(np.int64)
-    rows = np.where(inside, np.floor(np.where(inside, frows, 0)), 0).astype(np.int64)
-    # floor(x) of a value just below width can round up to width in float arithmetic: keep it on the grid.
-    np.minimum(cols, ds.width - 1, out=cols)
-    np.minimum(rows, ds.height - 1, out=rows)
-    return rows, cols, inside
 
 
 def _read_points(

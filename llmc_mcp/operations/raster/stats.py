@@ -17,14 +17,14 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.progress import counted
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import BandStats, Histogram, RasterStats, RawStats
-from llmc_mcp.operations.progress import counted
 from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.models import BandStats, Histogram, RasterStats, RawStats
 
 CHUNK_PIXELS = 1 << 20
 """Pixels per band read at once by stats (and the pixel budget of approx=True)."""

@@ -23,15 +23,20 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.polygons import EXTENSIONS, Polygons, read_polygons
+from llmc_mcp.compute.progress import counted, fraction_callback
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import GeoreferencingChoice, ZonalStat, ZonalStatsResult, ZoneStatistics
-from llmc_mcp.operations.progress import counted, fraction_callback
-from llmc_mcp.operations.raster.pixels import read_valid
+from llmc_mcp.operations.raster.models import (
+    GeoreferencingChoice,
+    ZonalStat,
+    ZonalStatsResult,
+    ZoneStatistics,
+)
 from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
-from llmc_mcp.operations.vectors import EXTENSIONS, Polygons, read_polygons
 
 MAX_CELLS_IN_MEMORY = 4_000_000
 """Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64

@@ -7,8 +7,8 @@ from typing import Annotated
 import numpy as np
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import TerrainResult
 from llmc_mcp.operations.terrain.dem import Spans, horn_gradient, run
+from llmc_mcp.operations.terrain.models import TerrainResult
 from llmc_mcp.operations.terrain.slope import DEM_FIELD, DST_FIELD
 
 FLAT = -1.0

@@ -31,21 +31,16 @@ from pyproj import CRS, Geod, Proj, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.output import _check_src_dst, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
-from llmc_mcp.operations.models import GroundSpacing, TerrainResult, ZFactorSource
-from llmc_mcp.operations.progress import counted
-from llmc_mcp.operations.raster.output import (
-    _check_src_dst,
-    _describe_output,
-    _write_atomically,
-    creation_options,
-)
-from llmc_mcp.operations.raster.pixels import grid_windows, read_valid
+from llmc_mcp.operations.terrain.models import GroundSpacing, TerrainResult, ZFactorSource
 
 WINDOW_ROWS = 512
 WINDOW_COLS = 1024

@@ -8,8 +8,8 @@ import numpy as np
 from pydantic import Field
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import TerrainResult
 from llmc_mcp.operations.terrain.dem import Spans, run
+from llmc_mcp.operations.terrain.models import TerrainResult
 from llmc_mcp.operations.terrain.slope import DEM_FIELD, DST_FIELD
 
 RoughnessKind = Literal["tri", "tpi", "roughness"]

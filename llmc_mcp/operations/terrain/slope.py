@@ -8,8 +8,8 @@ import numpy as np
 from pydantic import Field
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.models import TerrainResult
 from llmc_mcp.operations.terrain.dem import Spans, horn_gradient, run
+from llmc_mcp.operations.terrain.models import TerrainResult
 
 DEM_FIELD = Field(description="Workspace-relative elevation raster (band 1 is used), e.g. 'dem.tif'.")
 DST_FIELD = Field(

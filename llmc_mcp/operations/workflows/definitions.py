@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from llmc_mcp.operations.models import WorkflowAnswerKind
+from llmc_mcp.operations.workflows.models import WorkflowAnswerKind
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_USER_FILES = 200

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists, Refused
-from llmc_mcp.operations.models import (
+from llmc_mcp.operations.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
+from llmc_mcp.operations.workflows.models import (
     ToolCall,
     WorkflowDescription,
     WorkflowInput,
@@ -37,7 +38,6 @@ from llmc_mcp.operations.models import (
     WorkflowStepInfo,
     WorkflowSummary,
 )
-from llmc_mcp.operations.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
 from llmc_mcp.operations.workflows.state import StateStore, WorkflowState
 from llmc_mcp.operations.workflows.templates import (
     Budget,

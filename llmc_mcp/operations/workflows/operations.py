@@ -16,7 +16,7 @@ from pydantic import Field, WithJsonSchema
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation, provide_local_workflows
-from llmc_mcp.operations.models import WorkflowDescription, WorkflowList, WorkflowProgress
+from llmc_mcp.operations.workflows.models import WorkflowDescription, WorkflowList, WorkflowProgress
 from llmc_mcp.operations.workflows.service import LocalWorkflows
 from llmc_mcp.reflection.schema import Justification
 

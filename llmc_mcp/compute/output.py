@@ -39,15 +39,16 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp import capture as provenance_capture
+from llmc_mcp.compute.context import ComputeContext
+from llmc_mcp.compute.description import describe
+from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.errors import InvalidArgument, LlmcError, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, check_dataset, open_for_read
 from llmc_mcp.gdal.environment import READ_DRIVERS, gdal_env
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
-from llmc_mcp.operations.catalog import Facts, OperationContext
-from llmc_mcp.operations.models import RasterInfo
-from llmc_mcp.operations.raster.info import describe
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
 from llmc_mcp.provenance.record import RECORD_SUFFIX, Written, failure_record, write_beside
+from llmc_mcp.reflection.specs import Facts
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ PlanFunction = Callable[..., Plan]
 """``plan(ctx, source, **options) -> Plan``; raises InvalidArgument/RasterError/CrsError to refuse."""
 
 
-def preflight_output(ctx: OperationContext, args: Mapping[str, Any], plan: PlanFunction) -> Facts:
+def preflight_output(ctx: ComputeContext, args: Mapping[str, Any], plan: PlanFunction) -> Facts:
     """Refuse a write that cannot run, before the gate asks for its justification; the source's facts.
 
     ``args`` are the operation's validated arguments: ``src``, ``dst`` and the plan's options. The
@@ -105,7 +106,7 @@ def data_kind(ds: DatasetReader) -> str:
 
 
 def write_output(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     src: str,
     dst: str,
     plan: PlanFunction,
@@ -128,7 +129,7 @@ def write_output(
 
 
 def _write_atomically(
-    ctx: OperationContext, planned: Plan, source: DatasetReader, src_path: Path, dst_path: Path
+    ctx: ComputeContext, planned: Plan, source: DatasetReader, src_path: Path, dst_path: Path
 ) -> None:
     """Granted, written under the budget, checked, then committed; or nothing changes under ``dst``."""
     guard = ctx.outputs
@@ -160,7 +161,7 @@ def _write_atomically(
         raise
 
 
-def _record_failure(ctx: OperationContext, dst_path: Path, error: Exception) -> None:
+def _record_failure(ctx: ComputeContext, dst_path: Path, error: Exception) -> None:
     """Leave ``<dst>.provenance.json`` saying the run failed, where no output stands.
 
     An existing ``dst`` keeps its own record (it describes the bytes there). A write refused for
@@ -255,7 +256,7 @@ VERIFY_CHUNK_BYTES = 8 * 1024 * 1024
 """Pixels read at once when re-reading a written file: whole rows of blocks, about this many bytes."""
 
 
-def _read_every_block(ctx: OperationContext, path: Path) -> Written:
+def _read_every_block(ctx: ComputeContext, path: Path) -> Written:
     """Re-open ``path`` with the allowed drivers and decode every block of every band, mask and overview;
     what the provenance record says of the output comes from this open.
 
@@ -293,7 +294,7 @@ def _read_blocks(ds: DatasetReader) -> None:
                 ds.read_masks(1, window=window)
 
 
-def _check_src_dst(ctx: OperationContext, src: str, dst: str) -> tuple[Path, Path]:
+def _check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
     """Both paths, refused when dst is not a GeoTIFF name, is src itself (the write would destroy it) or
     is a file llmc-mcp did not write (an original: only the server's own outputs are replaced)."""
     src_path = ctx.workspace.input_path(src, argument="src")
@@ -323,7 +324,7 @@ def single_dtype(ds: DatasetReader, shown: str) -> np.dtype:
 
 
 def creation_options(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     compress: str,
     dtype: np.dtype,
     count: int,
@@ -390,7 +391,7 @@ def _compression_options(
 
 
 def _write_error(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     exc: Exception,
     grant: Grant,
     limit: WriteLimit,
@@ -414,6 +415,6 @@ def _write_error(
     )
 
 
-def _describe_output(ctx: OperationContext, name: str, path: Path) -> RasterInfo:
+def _describe_output(ctx: ComputeContext, name: str, path: Path) -> RasterInfo:
     with gdal_env(ctx), open_for_read(ctx, name, "dst", resolved=path) as ds:
         return describe(ctx, ds, include_wkt=False)

@@ -17,13 +17,13 @@ from rasterio.enums import MaskFlags, Resampling
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.context import ComputeContext
 from llmc_mcp.errors import RasterError
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
-from llmc_mcp.operations.catalog import OperationContext
 
 
 def read_valid(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     ds: DatasetReader,
     bands: int | Sequence[int],
     window: Window | None = None,

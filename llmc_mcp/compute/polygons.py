@@ -36,14 +36,14 @@ from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, NotFound, PathRefused, Refused
 from llmc_mcp.gdal.environment import HARDENED_CONFIG, deregister_in
 from llmc_mcp.gdal.messages import translate_gdal_error
+from llmc_mcp.geodesy.description import TransformOperation
 from llmc_mcp.geodesy.routes import choose_operation
-from llmc_mcp.operations.models import TransformOperation
 
 if TYPE_CHECKING:
     import rasterio.crs
     import shapely
 
-    from llmc_mcp.operations.catalog import OperationContext
+    from llmc_mcp.compute.context import ComputeContext
 
 VECTOR_DRIVERS: frozenset[str] = frozenset({"GPKG", "GeoJSON", "ESRI Shapefile"})
 """The only drivers left registered in pyogrio's GDAL. None of them opens a file a dataset names:
@@ -95,7 +95,7 @@ class Polygons:
 
 
 def read_polygons(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     path: str,
     *,
     argument: str,
@@ -194,7 +194,7 @@ def _expected_driver(resolved: Path, path: str, argument: str) -> str:
     return driver
 
 
-def _check_sidecars(ctx: OperationContext, resolved: Path, path: str, argument: str) -> list[Path]:
+def _check_sidecars(ctx: ComputeContext, resolved: Path, path: str, argument: str) -> list[Path]:
     """Every file beside the input that GDAL may open with it gets the policy of a named input.
 
     A shapefile is the ``.shp`` and any file of the same stem (``.shx``, ``.dbf``, ``.prj``, ``.cpg``,
@@ -289,7 +289,7 @@ def _driver_names(library: ctypes.CDLL) -> list[str]:
 
 
 def _open_error(
-    ctx: OperationContext, exc: Exception, resolved: Path, path: str, argument: str
+    ctx: ComputeContext, exc: Exception, resolved: Path, path: str, argument: str
 ) -> InvalidArgument:
     text = translate_gdal_error(exc, ctx, resolved, shown=path)
     # GDAL suggests a '<DRIVER>:' prefix, which the path policy refuses: advice that cannot be taken.
@@ -302,7 +302,7 @@ def _open_error(
 
 
 def _choose_layer(
-    ctx: OperationContext, pyogrio: ModuleType, resolved: Path, path: str, argument: str, layer: str | None
+    ctx: ComputeContext, pyogrio: ModuleType, resolved: Path, path: str, argument: str, layer: str | None
 ) -> str:
     try:
         layers = [str(name) for name, _ in pyogrio.list_layers(str(resolved))]
@@ -331,7 +331,7 @@ def _names(names: list[str]) -> str:
 
 
 def _read_info(
-    ctx: OperationContext, pyogrio: ModuleType, resolved: Path, path: str, argument: str, layer: str
+    ctx: ComputeContext, pyogrio: ModuleType, resolved: Path, path: str, argument: str, layer: str
 ) -> dict[str, Any]:
     try:
         info: dict[str, Any] = pyogrio.read_info(str(resolved), layer=layer)
@@ -341,7 +341,7 @@ def _read_info(
 
 
 def _read_features(
-    ctx: OperationContext,
+    ctx: ComputeContext,
     pyogrio: ModuleType,
     resolved: Path,
     path: str,

@@ -1,0 +1,26 @@
+"""What pixel work needs from the operation that runs it.
+
+An operation's :class:`~llmc_mcp.operations.catalog.OperationContext` is one; the compute layer sits
+below the catalog and names only what it uses: the workspace (paths and their policy), the thread
+budget, and the output guard every write goes through.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from llmc_mcp.outputs import OutputGuard
+from llmc_mcp.workspace import Workspace
+
+
+class ComputeContext(Protocol):
+    """The workspace, the thread budget, and the output guard (set on every operation context)."""
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def num_threads(self) -> int: ...
+
+    @property
+    def outputs(self) -> OutputGuard | None: ...
