@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 
 from llmc_mcp.cli.main import main
-from llmc_mcp.operations.workflows.definitions import (
-    DefinitionError,
-    builtin_workflows,
-    load_catalog,
-    parse_definition,
-)
+from llmc_mcp.operations.workflows.definitions import DefinitionError
+from llmc_mcp.operations.workflows.loading import builtin_workflows, load_catalog, parse_definition
 from llmc_mcp.operations.workflows.templates import TemplateError, names, render, render_value
 
 VALUES = {

@@ -12,12 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmc_mcp.operations.workflows.definitions import (
-    DefinitionError,
-    builtin_workflows,
-    load_catalog,
-    load_file,
-)
+from llmc_mcp.operations.workflows.definitions import DefinitionError
+from llmc_mcp.operations.workflows.loading import builtin_workflows, load_catalog, load_file
 from llmc_mcp.operations.workflows.validate import successors
 
 

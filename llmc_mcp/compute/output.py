@@ -74,7 +74,7 @@ def preflight_output(ctx: ComputeContext, args: Mapping[str, Any], plan: PlanFun
     ``args`` are the operation's validated arguments: ``src``, ``dst`` and the plan's options. The
     facts (:func:`data_kind` of ``src``) come from the same open of the header.
     """
-    src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
+    src_path, _ = check_src_dst(ctx, args["src"], args["dst"])
     options = {name: value for name, value in args.items() if name not in ("src", "dst", "georeferencing")}
     georeferencing = args.get("georeferencing") or "refuse"
     with (
@@ -118,17 +118,17 @@ def write_output(
     ``georeferencing`` is the operation's choice when a sidecar overrides the source's own (see
     :func:`open_for_read`); the preflight reads it from the arguments of the same name.
     """
-    src_path, dst_path = _check_src_dst(ctx, src, dst)
+    src_path, dst_path = check_src_dst(ctx, src, dst)
     with (
         gdal_env(ctx),
         open_for_read(ctx, src, "src", resolved=src_path, georeferencing=georeferencing) as source,
     ):
         planned = plan(ctx, source, **options)
-        _write_atomically(ctx, planned, source, src_path, dst_path)
-    return _describe_output(ctx, dst, dst_path)
+        write_atomically(ctx, planned, source, src_path, dst_path)
+    return describe_output(ctx, dst, dst_path)
 
 
-def _write_atomically(
+def write_atomically(
     ctx: ComputeContext, planned: Plan, source: DatasetReader, src_path: Path, dst_path: Path
 ) -> None:
     """Granted, written under the budget, checked, then committed; or nothing changes under ``dst``."""
@@ -294,7 +294,7 @@ def _read_blocks(ds: DatasetReader) -> None:
                 ds.read_masks(1, window=window)
 
 
-def _check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
+def check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
     """Both paths, refused when dst is not a GeoTIFF name, is src itself (the write would destroy it) or
     is a file llmc-mcp did not write (an original: only the server's own outputs are replaced)."""
     src_path = ctx.workspace.input_path(src, argument="src")
@@ -415,6 +415,7 @@ def _write_error(
     )
 
 
-def _describe_output(ctx: ComputeContext, name: str, path: Path) -> RasterInfo:
+def describe_output(ctx: ComputeContext, name: str, path: Path) -> RasterInfo:
+    """The result's description of the raster just written at ``path`` (``name`` as the agent gave it)."""
     with gdal_env(ctx), open_for_read(ctx, name, "dst", resolved=path) as ds:
         return describe(ctx, ds, include_wkt=False)

@@ -8,7 +8,7 @@ whose ``structuredContent`` does not match the declared schema, and an error is 
 :func:`result_data` reads either.
 
 Images are the exception (DD-MCP-059): a result model declares a field as an image with JSON
-Schema's ``contentMediaType``/``contentEncoding`` (:data:`~llmc_mcp.operations.models.PNG_BASE64`), and
+Schema's ``contentMediaType``/``contentEncoding`` (:data:`~llmc_mcp.operations.raster.models.PNG_BASE64`), and
 that field leaves the JSON for an MCP image content block. A model with vision sees the picture; no
 model pays for reading base64 as text (a 512-pixel preview is some 200 kB of it).
 """

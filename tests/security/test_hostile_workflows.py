@@ -156,16 +156,16 @@ def test_a_file_that_raises_anything_while_loading_is_skipped_with_the_reason(
 ) -> None:
     """Guards against an exception nobody foresaw (here a MemoryError from the checks) escaping the
     catalog: the file is reported, and the rest of the folder is offered as before."""
-    from llmc_mcp.operations.workflows import validate
+    from llmc_mcp.operations.workflows import loading
 
-    real = validate.check_workflow
+    real = loading.check_workflow
 
     def failing(workflow: Any, file: str) -> Any:
         if file == "bad.yaml":
             raise MemoryError("simulated")
         return real(workflow, file)
 
-    monkeypatch.setattr(validate, "check_workflow", failing)
+    monkeypatch.setattr(loading, "check_workflow", failing)
     user_file(workspace, "bad.yaml", ANY.replace("anything", "bad"))
     user_file(workspace, "anything.yaml", ANY)
     engine = engine_for(workspace)
@@ -179,20 +179,20 @@ def test_the_folder_is_read_up_to_a_total_and_unchanged_files_are_not_parsed_aga
     """Guards against every list, describe and start parsing the whole folder again: 200 files of
     256 KB took the pure-Python parser seconds per call. Files past the total are reported unread,
     and a second call parses nothing that did not change."""
-    from llmc_mcp.operations.workflows import definitions
+    from llmc_mcp.operations.workflows import loading
 
     for n in range(3):
         user_file(workspace, f"w{n}.yaml", ANY.replace("anything", f"w{n}"))
     size = (workspace.root / ".llmc" / "workflows" / "w0.yaml").stat().st_size
-    monkeypatch.setattr(definitions, "MAX_USER_BYTES", 2 * size)
+    monkeypatch.setattr(loading, "MAX_USER_BYTES", 2 * size)
     parsed: list[str] = []
-    real = definitions.parse_definition
+    real = loading.parse_definition
 
     def counting(text: str, file: str) -> Any:
         parsed.append(file)
         return real(text, file)
 
-    monkeypatch.setattr(definitions, "parse_definition", counting)
+    monkeypatch.setattr(loading, "parse_definition", counting)
     engine = engine_for(workspace)
     first = engine.list()
     second = engine.list()

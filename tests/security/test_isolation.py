@@ -28,10 +28,10 @@ from llmc_mcp.operations import OperationContext, get_operation
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
+from llmc_mcp.runtime_files import runtime_paths
 from llmc_mcp.sandbox.bindings import ApiError, ReflectionRequired, build_modules
 from llmc_mcp.sandbox.executor import Session
 from llmc_mcp.sandbox.policy import STDLIB_MEMBERS, ModuleProxy, PolicyError, guarded_getattr
-from llmc_mcp.sandbox.worker import _runtime_paths
 from llmc_mcp.server.app import build_server
 from llmc_mcp.workspace import Workspace
 
@@ -496,6 +496,6 @@ def test_landlock_does_not_open_arbitrary_sys_path_entries(
 ) -> None:
     # `python -m` from a home directory puts it on sys.path; the worker must not be able to read it.
     monkeypatch.syspath_prepend(str(tmp_path))
-    readable = _runtime_paths()
+    readable = runtime_paths()
     assert str(tmp_path) not in readable
     assert sys.base_prefix in readable

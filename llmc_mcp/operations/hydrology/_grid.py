@@ -31,7 +31,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.models import RasterInfo
-from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
@@ -361,5 +361,5 @@ def write_grid(
     """Write ``data`` on ``source``'s grid to ``dst`` atomically (granted, read back); its raster.info."""
     options = creation_options(ctx, "DEFLATE", data.dtype, 1, None, None, cog=False)
     plan = GridPlan(data, nodata, tags or {}, options)
-    _write_atomically(ctx, plan, source, Path(source.name), dst_path)
-    return _describe_output(ctx, dst, dst_path)
+    write_atomically(ctx, plan, source, Path(source.name), dst_path)
+    return describe_output(ctx, dst, dst_path)

@@ -22,7 +22,7 @@ from rasterio.crs import CRS as RioCRS
 from rasterio.io import DatasetReader
 
 from llmc_mcp.compute.models import Compression, RasterInfo
-from llmc_mcp.compute.output import _check_src_dst, data_kind, write_output
+from llmc_mcp.compute.output import check_src_dst, data_kind, write_output
 from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
@@ -37,7 +37,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse an alignment that cannot run before the gate asks; the data kind and any change of CRS."""
     policy = args["georeferencing"] or "refuse"
     target, grid = _like_grid(ctx, args["like"], args["dst"], policy)
-    src_path, _ = _check_src_dst(ctx, args["src"], args["dst"])
+    src_path, _ = check_src_dst(ctx, args["src"], args["dst"])
     options = {name: args[name] for name in ("resampling", "src_nodata", "dst_nodata", "compress")}
     with (
         gdal_env(ctx),

@@ -34,7 +34,7 @@ from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.compute.progress import counted
 from llmc_mcp.errors import InvalidArgument, Refused
@@ -222,9 +222,9 @@ def calc(
         numexpr.set_num_threads(max(1, ctx.num_threads))
         plan = _CalcPlan(ctx, program, expression, bound, profile, out_dtype, out_nodata, physical)
         first_path = Path(first.name)
-        _write_atomically(ctx, plan, first, first_path, dst_path)
+        write_atomically(ctx, plan, first, first_path, dst_path)
     return CalcResult(
-        output=_describe_output(ctx, dst, dst_path),
+        output=describe_output(ctx, dst, dst_path),
         expression=program,
         physical=physical,
         inputs=[b.used for b in bound],

@@ -41,11 +41,11 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.models import Bounds
 from llmc_mcp.compute.output import (
-    _check_src_dst,
-    _describe_output,
-    _write_atomically,
+    check_src_dst,
     creation_options,
+    describe_output,
     single_dtype,
+    write_atomically,
 )
 from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.crs_text import parse_crs
@@ -133,7 +133,7 @@ def clip(
     (both extents are given); path_refused/not_found/invalid_argument for a bad mask file.
     """
     _check_arguments(bounds, bounds_crs, mask, mask_layer)
-    src_path, dst_path = _check_src_dst(ctx, src, dst)
+    src_path, dst_path = check_src_dst(ctx, src, dst)
     with (
         gdal_env(ctx),
         open_for_read(
@@ -186,10 +186,10 @@ def clip(
             **creation_options(ctx, "DEFLATE", dtype, source.count, None, None, cog=False),
         }
         plan = _ClipPlan(grid, rect, shapes, all_touched, nodata, outside_as, profile)
-        _write_atomically(ctx, plan, source, src_path, dst_path)
+        write_atomically(ctx, plan, source, src_path, dst_path)
     total = int(grid.width) * int(grid.height)
     return ClipResult(
-        output=_describe_output(ctx, dst, dst_path),
+        output=describe_output(ctx, dst, dst_path),
         window=ClipWindow(
             col_off=int(grid.col_off),
             row_off=int(grid.row_off),

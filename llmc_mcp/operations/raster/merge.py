@@ -36,11 +36,11 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.output import (
     GEOTIFF_SUFFIXES,
-    _describe_output,
-    _write_atomically,
     creation_options,
     data_kind,
+    describe_output,
     single_dtype,
+    write_atomically,
 )
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.progress import counted
@@ -175,9 +175,9 @@ def merge(
             resolution=resolution,
             nodata=nodata,
         )
-        _write_atomically(ctx, plan, datasets[0], paths[0], dst_path)
+        write_atomically(ctx, plan, datasets[0], paths[0], dst_path)
     return MergeResult(
-        output=_describe_output(ctx, dst, dst_path),
+        output=describe_output(ctx, dst, dst_path),
         method=method,
         sources=[
             MergeSource(

@@ -4,7 +4,7 @@ One decimated read through GDAL (overviews where the file has them): the raster 
 resolution into memory, and GDAL streams the source blocks through its cache when it has no overview.
 Classes are decimated with nearest, so a class map keeps only colours it has; measurements and RGB
 imagery with average, which GDAL computes over valid pixels only. The result carries the PNG as base64
-in a field the faces attach as image content (:data:`~llmc_mcp.operations.models.PNG_BASE64`).
+in a field the faces attach as image content (:data:`~llmc_mcp.operations.raster.models.PNG_BASE64`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.compute.output import _check_src_dst, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
@@ -144,7 +144,7 @@ def reclassify(
     table = _RuleTable.build(rules)
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))
     out_dtype, out_nodata = choose_dtype(classes, dtype, nodata)
-    src_path, dst_path = _check_src_dst(ctx, src, dst)
+    src_path, dst_path = check_src_dst(ctx, src, dst)
     with (
         gdal_env(ctx),
         open_for_read(
@@ -177,7 +177,7 @@ def reclassify(
         plan = _ReclassPlan(
             ctx, table, band, (scale, offset) if applied else None, default, out_dtype, out_nodata, profile
         )
-        _write_atomically(ctx, plan, source, src_path, dst_path)
+        write_atomically(ctx, plan, source, src_path, dst_path)
     per_class = dict.fromkeys(classes, 0)
     for rule, cells in zip(rules, plan.matched.tolist(), strict=True):
         per_class[rule["to"]] += cells
@@ -185,7 +185,7 @@ def reclassify(
         per_class[default] += plan.unmatched
     nodata_cells = plan.invalid + (plan.unmatched if default is None else 0)
     return ReclassifyResult(
-        output=_describe_output(ctx, dst, dst_path),
+        output=describe_output(ctx, dst, dst_path),
         band=band,
         physical=applied,
         scale=scale,

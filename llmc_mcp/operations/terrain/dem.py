@@ -31,7 +31,7 @@ from pyproj import CRS, Geod, Proj, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.compute.output import _check_src_dst, _describe_output, _write_atomically, creation_options
+from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
@@ -251,7 +251,7 @@ def run(
     gradient: bool = True,
 ) -> TerrainResult:
     """Open ``dem``, reconcile its units, and write ``kernel`` over every window to ``dst`` atomically."""
-    src_path, dst_path = _check_src_dst(ctx, dem, dst)
+    src_path, dst_path = check_src_dst(ctx, dem, dst)
     with gdal_env(ctx), open_for_read(ctx, dem, "dem", resolved=src_path) as ds:
         source = Dem.from_dataset(ctx, ds, z_factor, gradient=gradient)
         profile: dict[str, Any] = {
@@ -261,7 +261,7 @@ def run(
             **creation_options(ctx, "DEFLATE", np.dtype("float32"), 1, None, None, cog=False),
         }  # fmt: skip
         plan = TerrainPlan(source, kernel, source.z_factor or 1.0, profile, measure)
-        _write_atomically(ctx, plan, ds, src_path, dst_path)
+        write_atomically(ctx, plan, ds, src_path, dst_path)
         cell = source.cell_size_m()
     if source.z_factor_source is not None:
         how = source.z_factor_source.replace("_", " ")
@@ -269,7 +269,7 @@ def run(
     else:
         units = " Values are in the DEM's elevation units, as stored times its declared scale."
     return TerrainResult(
-        output=_describe_output(ctx, dst, dst_path),
+        output=describe_output(ctx, dst, dst_path),
         measure=measure,
         z_factor=source.z_factor,
         z_factor_source=source.z_factor_source,

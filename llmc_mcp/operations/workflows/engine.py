@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists, Refused
-from llmc_mcp.operations.workflows.definitions import Catalog, ParsedFiles, Step, Workflow, load_catalog
+from llmc_mcp.operations.workflows.definitions import Step, Workflow
+from llmc_mcp.operations.workflows.loading import Catalog, ParsedFiles, load_catalog
 from llmc_mcp.operations.workflows.models import (
     ToolCall,
     WorkflowDescription,

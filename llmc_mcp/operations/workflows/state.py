@@ -17,7 +17,7 @@ kept in the server's private state folder, out of every worker's reach.
 Writing a state is charged like writing an output: the bytes of a principal's states count against
 its session quota and those of every state against the workspace's (each with the outputs already
 there), and no write eats into the disk's free-space reserve (``--quota-*``, ``--disk-reserve-mb``;
-:class:`~llmc_mcp.outputs.Quota`). Each principal holds at most :data:`MAX_STATES_PER_PRINCIPAL` runs
+:class:`~llmc_mcp.config.Quota`). Each principal holds at most :data:`MAX_STATES_PER_PRINCIPAL` runs
 and the workspace :data:`MAX_STATES` (every HTTP session is a principal of its own).
 
 Every read-modify-write holds an exclusive ``flock`` on the folder's lock file, so two servers on one
