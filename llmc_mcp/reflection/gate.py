@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -28,8 +28,17 @@ from llmc_mcp.reflection.specs import DOMAINS, Decision, subject_of
 from llmc_mcp.reflection.store import JustificationStore, Record, check_domain, check_key
 from llmc_mcp.sessions import principal
 
-if TYPE_CHECKING:
-    from llmc_mcp.operations.catalog import Operation
+
+class Gated(Protocol):
+    """Something with decisions: a catalog operation as the gate sees it. The catalog
+    (:mod:`llmc_mcp.operations.catalog`) sits above the records and imports them."""
+
+    @property
+    def qualname(self) -> str: ...
+
+    def decisions(
+        self, args: Mapping[str, Any], facts: Mapping[str, str] | None = None
+    ) -> list[Decision]: ...
 
 
 class Hint(BaseModel):
@@ -99,7 +108,7 @@ class Gate:
 
     def check(
         self,
-        op: Operation,
+        op: Gated,
         args: Mapping[str, Any],
         *,
         facts: Mapping[str, str] | None = None,
@@ -123,7 +132,7 @@ class Gate:
 
     def require(
         self,
-        op: Operation,
+        op: Gated,
         args: Mapping[str, Any],
         facts: Mapping[str, str] | None = None,
         *,
@@ -136,7 +145,7 @@ class Gate:
         return self.justifications(op, args, facts)
 
     def justifications(
-        self, op: Operation, args: Mapping[str, Any], facts: Mapping[str, str] | None = None
+        self, op: Gated, args: Mapping[str, Any], facts: Mapping[str, str] | None = None
     ) -> list[Record]:
         """The stored records behind the decisions of ``op`` that have one: the reasons its outputs'
         provenance records give (:mod:`llmc_mcp.provenance`)."""

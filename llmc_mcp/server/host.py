@@ -31,10 +31,11 @@ from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
-from llmc_mcp.server.requests import current_request, sampler_for
+from llmc_mcp.server.requests import current_request
 from llmc_mcp.server.resumable import abandon_questions
 from llmc_mcp.server.review import ask_person, persist_reviewed, review_message
 from llmc_mcp.server.runtime import Runtime
+from llmc_mcp.server.samplers import sampler_for
 from llmc_mcp.sessions import current_session, principal
 
 log = logging.getLogger(__name__)

@@ -77,16 +77,3 @@ def text_of(content: object) -> str:
     return "".join(getattr(block, "text", "") for block in blocks)
 
 
-def sampler_for(ctx: Context | None) -> tuple[Ask | None, str]:
-    """How to ask this request's client for a sample, or why it cannot be asked (for the hint)."""
-    if ctx is None:
-        return None, "no client request to ask on"
-    if not can_sample(ctx):
-        return None, "the client did not declare sampling"
-    if has_back_channel(ctx):
-        return handshake_sampler(ctx), ""
-    from llmc_mcp.server.resumable import ask_on_retry, can_ask_on_retry
-
-    if can_ask_on_retry():
-        return ask_on_retry, ""
-    return None, "this request cannot be paused for the client's answer (no session to resume it in)"

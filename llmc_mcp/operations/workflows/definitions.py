@@ -124,5 +124,3 @@ class DefinitionError(ValueError):
     def __init__(self, problems: list[Problem]):
         super().__init__("; ".join(str(p) for p in problems))
         self.problems = problems
-
-
