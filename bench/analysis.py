@@ -152,7 +152,7 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
     readback = [0.0]
     try:
         if kind == "llmc":
-            import llmc_mcp.operations.raster.output as output
+            import llmc_mcp.compute.output as output
             from llmc_mcp.operations import OperationContext, get_operation
             from llmc_mcp.workspace import Workspace
 

@@ -40,7 +40,7 @@ from pyproj.database import query_crs_info
 
 from llmc_mcp.errors import LlmcError
 from llmc_mcp.operations import get_operation
-from llmc_mcp.operations.models import Resampling
+from llmc_mcp.operations.raster.models import Resampling
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore

@@ -65,7 +65,7 @@ def write_zones(path: Path) -> None:
     import numpy as np
     import shapely
 
-    from llmc_mcp.operations.vectors import hardened_pyogrio
+    from llmc_mcp.compute.polygons import hardened_pyogrio
 
     rng = np.random.default_rng(11)
     extent = SIZE * CELL
