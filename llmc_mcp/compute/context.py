@@ -2,19 +2,20 @@
 
 An operation's :class:`~llmc_mcp.operations.catalog.OperationContext` is one; the compute layer sits
 below the catalog and names only what it uses: the workspace (paths and their policy), the thread
-budget, and the output guard every write goes through.
+budget, the output guard every write goes through, and the engine pixel work runs on.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.outputs import OutputGuard
 from llmc_mcp.workspace import Workspace
 
 
 class ComputeContext(Protocol):
-    """The workspace, the thread budget, and the output guard (set on every operation context)."""
+    """The workspace, the thread budget, the output guard (set on every operation context), the engine."""
 
     @property
     def workspace(self) -> Workspace: ...
@@ -24,3 +25,6 @@ class ComputeContext(Protocol):
 
     @property
     def outputs(self) -> OutputGuard | None: ...
+
+    @property
+    def engine(self) -> Engine: ...

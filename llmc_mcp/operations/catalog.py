@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from llmc_mcp.compute.engine import LOCAL, Engine
 from llmc_mcp.errors import InvalidArgument, NotFound
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, Facts, ReflectionSpec
@@ -65,6 +66,8 @@ class OperationContext:
     workflows: WorkflowService | None = None
     """The workflow engine (:mod:`llmc_mcp.operations.workflows`): a worker's asks the server, which keeps the
     states and the justification store; left out, an engine of this process."""
+    engine: Engine = LOCAL
+    """Where pixel work runs (:mod:`llmc_mcp.compute.engine`): this process, window by window."""
 
     def __post_init__(self) -> None:
         if self.outputs is None:

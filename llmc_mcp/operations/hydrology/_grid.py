@@ -30,10 +30,10 @@ from pyproj import Geod, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import read_valid
-from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
@@ -325,6 +325,7 @@ class GridPlan:
     nodata: float | None
     tags: dict[str, str]
     options: dict[str, str]
+    engine: Engine
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         profile = {
@@ -341,12 +342,19 @@ class GridPlan:
             "blockysize": OUTPUT_BLOCK,
             **self.options,
         }
+        bands = [
+            Window(0, row, source.width, min(OUTPUT_BLOCK, source.height - row))
+            for row in range(0, source.height, OUTPUT_BLOCK)
+        ]
         with rasterio.open(tmp, "w", **profile) as out:
-            for row in counted(range(0, source.height, OUTPUT_BLOCK)):
-                window = Window(0, row, source.width, min(OUTPUT_BLOCK, source.height - row))
-                out.write(self.data[row : row + int(window.height)], 1, window=window)
+            for window, rows in self.engine.map(bands, self._rows):
+                out.write(rows, 1, window=window)
             if self.tags:
                 out.update_tags(1, **self.tags)
+
+    def _rows(self, window: Window) -> np.ndarray:
+        """The rows of the grid that ``window`` (a band of whole rows) covers."""
+        return self.data[int(window.row_off) : int(window.row_off + window.height)]
 
 
 def write_grid(
@@ -360,6 +368,6 @@ def write_grid(
 ) -> RasterInfo:
     """Write ``data`` on ``source``'s grid to ``dst`` atomically (granted, read back); its raster.info."""
     options = creation_options(ctx, "DEFLATE", data.dtype, 1, None, None, cog=False)
-    plan = GridPlan(data, nodata, tags or {}, options)
+    plan = GridPlan(data, nodata, tags or {}, options, ctx.engine)
     write_atomically(ctx, plan, source, Path(source.name), dst_path)
     return describe_output(ctx, dst, dst_path)

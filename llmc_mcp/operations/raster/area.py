@@ -103,9 +103,11 @@ def area(
         counts: dict[float, int] = {}
         sums: dict[float, float] = {}
         excluded = 0
-        for window in _windows(ds.width, ds.height):
+
+        def weighed(window: Window) -> tuple[np.ndarray, np.ndarray, int]:
+            """The window's valid values (the wanted ones, when values are given), their ground
+            areas, and how many cells it excludes."""
             data, valid = read_valid(ctx, ds, band, window)
-            excluded += int(valid.size - np.count_nonzero(valid))
             areas = cells.window(window)
             if np.isnan(areas[valid]).any():
                 raise Refused(
@@ -120,6 +122,11 @@ def area(
                     picked, np.asarray([k for k in keys.values() if not math.isnan(k)], dtype=dtype)
                 )
                 picked, weights = picked[keep], weights[keep]
+            return picked, weights, int(valid.size - np.count_nonzero(valid))
+
+        windows = _windows(ds.width, ds.height)
+        for _, (picked, weights, skipped) in ctx.engine.map(windows, weighed, progress=False):
+            excluded += skipped
             _merge(counts, sums, picked, weights, shown)
     if keys is not None:
         rows = [(requested, key) for requested, key in keys.items()]

@@ -23,6 +23,7 @@ alpha band), so they are never silent zeros.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from rasterio.features import geometry_mask
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.models import Bounds
 from llmc_mcp.compute.output import (
     check_src_dst,
@@ -163,7 +165,7 @@ def clip(
                 how = f"mask: layer '{read.layer}' from {read.source_crs}: {read.transformation}"
                 transformation = how if transformation is None else f"{transformation}; {how}"
         if shapes:
-            rect = _shapes_window(source, rect, shapes, all_touched)
+            rect = _shapes_window(source, rect, shapes, all_touched, ctx.engine)
             _check_selected(rect, source, bounds, bounds_crs, box, shown, read)
         nodata = _output_nodata(source, dtype, None, None)
         has_alpha = ColorInterp.alpha in source.colorinterp
@@ -185,7 +187,7 @@ def clip(
             "blockysize": OUTPUT_BLOCK,
             **creation_options(ctx, "DEFLATE", dtype, source.count, None, None, cog=False),
         }
-        plan = _ClipPlan(grid, rect, shapes, all_touched, nodata, outside_as, profile)
+        plan = _ClipPlan(grid, rect, shapes, all_touched, nodata, outside_as, profile, ctx.engine)
         write_atomically(ctx, plan, source, src_path, dst_path)
     total = int(grid.width) * int(grid.height)
     return ClipResult(
@@ -322,7 +324,11 @@ def _mask_polygons(
 
 
 def _shapes_window(
-    source: DatasetReader, rect: Window, shapes: Sequence[Sequence[shapely.Geometry]], all_touched: bool
+    source: DatasetReader,
+    rect: Window,
+    shapes: Sequence[Sequence[shapely.Geometry]],
+    all_touched: bool,
+    engine: Engine,
 ) -> Window:
     """The smallest window holding every cell inside ``rect`` and inside each group of shapes.
 
@@ -350,8 +356,11 @@ def _shapes_window(
         return envelope
     any_row = np.zeros(int(envelope.height), dtype=bool)
     any_col = np.zeros(int(envelope.width), dtype=bool)
-    for window in _windows(envelope):
-        inside = _inside(source.transform, window, rect, shapes, all_touched)
+
+    def rasterized(window: Window) -> np.ndarray:
+        return _inside(source.transform, window, rect, shapes, all_touched)
+
+    for window, inside in engine.map(_windows(envelope), rasterized, progress=False):
         r0, c0 = int(window.row_off - envelope.row_off), int(window.col_off - envelope.col_off)
         any_row[r0 : r0 + int(window.height)] |= inside.any(axis=1)
         any_col[c0 : c0 + int(window.width)] |= inside.any(axis=0)
@@ -480,31 +489,42 @@ class _ClipPlan:
     nodata: float | None
     outside_as: ClipMaskKind
     profile: dict[str, Any]
+    engine: Engine
     inside: int = 0
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             carry_metadata(source, out)
-            for window in _windows(Window(0, 0, self.grid.width, self.grid.height)):
-                at = Window(
-                    window.col_off + self.grid.col_off,
-                    window.row_off + self.grid.row_off,
-                    window.width,
-                    window.height,
-                )
-                inside = _inside(source.transform, at, self.rect, self.shapes, self.all_touched)
-                self.inside += int(inside.sum())
-                data = source.read(window=at, masked=True)
-                values = np.ma.getdata(data)
-                if self.outside_as == "nodata":
-                    keep = inside[None] & ~np.ma.getmaskarray(data)
-                    out.write(
-                        np.where(keep, values, np.asarray(self.nodata, dtype=values.dtype)), window=window
-                    )
-                    continue
-                out.write(np.where(inside[None], values, np.zeros((), dtype=values.dtype)), window=window)
-                if self.outside_as == "internal_mask":
-                    out.write_mask(inside & (source.dataset_mask(window=at) > 0), window=window)
+            windows = _windows(Window(0, 0, self.grid.width, self.grid.height))
+            clipped = functools.partial(self._clipped, source)
+            for window, (values, inside, mask) in self.engine.map(windows, clipped, progress=False):
+                self.inside += inside
+                out.write(values, window=window)
+                if mask is not None:
+                    out.write_mask(mask, window=window)
+
+    def _clipped(self, source: DatasetReader, window: Window) -> tuple[np.ndarray, int, np.ndarray | None]:
+        """One output window: its values, how many of its cells are inside, and its mask when the
+        outside is kept as an internal mask."""
+        at = Window(
+            window.col_off + self.grid.col_off,
+            window.row_off + self.grid.row_off,
+            window.width,
+            window.height,
+        )
+        inside = _inside(source.transform, at, self.rect, self.shapes, self.all_touched)
+        data = source.read(window=at, masked=True)
+        values = np.ma.getdata(data)
+        if self.outside_as == "nodata":
+            keep = inside[None] & ~np.ma.getmaskarray(data)
+            return (
+                np.where(keep, values, np.asarray(self.nodata, dtype=values.dtype)),
+                int(inside.sum()),
+                None,
+            )
+        kept = np.where(inside[None], values, np.zeros((), dtype=values.dtype))
+        mask = inside & (source.dataset_mask(window=at) > 0) if self.outside_as == "internal_mask" else None
+        return kept, int(inside.sum()), mask
 
 
 def _windows(area: Window) -> Iterator[Window]:

@@ -13,6 +13,7 @@ nodata, a nodata no class uses, and the band tagged ``LAYER_TYPE=thematic`` so l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -393,8 +394,10 @@ class _ReclassPlan:
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, f"classes of band {self.band}")
             out.update_tags(1, LAYER_TYPE="thematic")
-            for window in _windows(out.width, out.height):
-                out.write(self._classify(source, window), 1, window=window)
+            windows = _windows(out.width, out.height)
+            classify = functools.partial(self._classify, source)
+            for window, classes in self.ctx.engine.map(windows, classify, progress=False):
+                out.write(classes, 1, window=window)
 
     def _classify(self, source: DatasetReader, window: Window) -> np.ndarray:
         raw, valid = read_valid(self.ctx, source, self.band, window)

@@ -30,9 +30,9 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.capture import note_transformation
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.models import Compression, RasterInfo
 from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
-from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.geodesy.reference import raster_points
@@ -172,6 +172,7 @@ class WarpPlan:
     profile: dict[str, Any]
     warp_options: dict[str, Any]
     operation: ChosenOperation
+    engine: Engine
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
@@ -287,7 +288,12 @@ def warp_onto(
         warp_options["src_nodata"] = src_nodata
     warp_options["dst_nodata"] = nodata
     return WarpPlan(
-        dtype=dtype, use_mask=use_mask, profile=profile, warp_options=warp_options, operation=chosen
+        dtype=dtype,
+        use_mask=use_mask,
+        profile=profile,
+        warp_options=warp_options,
+        operation=chosen,
+        engine=ctx.engine,
     )
 
 
@@ -382,7 +388,8 @@ def _warp_windows(source: DatasetReader, out: Any, plan: WarpPlan) -> None:
     # The alpha band has the data type; the mask written from it is one byte per pixel. rasterio
     # warps into a copy of the window's array (a MEM dataset): the pixels are held twice.
     per_pixel = 2 * (layers * plan.dtype.itemsize) + (1 if plan.use_mask else 0)
-    for window in counted(write_windows(out.width, out.height, per_pixel)):
+
+    def warp(window: Window) -> np.ndarray:
         warped = np.empty((layers, int(window.height), int(window.width)), dtype=plan.dtype)
         rasterio.warp.reproject(
             rasterio.band(source, bands),
@@ -390,6 +397,9 @@ def _warp_windows(source: DatasetReader, out: Any, plan: WarpPlan) -> None:
             dst_transform=out.window_transform(window),
             **plan.warp_options,
         )
+        return warped
+
+    for window, warped in plan.engine.map(write_windows(out.width, out.height, per_pixel), warp):
         out.write(warped[:count], window=window)
         if plan.use_mask:
             out.write_mask(warped[count] > 0, window=window)

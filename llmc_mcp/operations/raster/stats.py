@@ -18,7 +18,6 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.pixels import read_valid
-from llmc_mcp.compute.progress import counted
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -103,17 +102,20 @@ def stats(
         accumulators = {
             b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(computed), histogram_bins) for b in indexes
         }
-        for window, shape in counted(reads):
-            for b in indexes:
-                raw, valid = read_valid(ctx, ds, b, window, shape)
-                values, excluded = raw[valid], int(valid.size - np.count_nonzero(valid))
-                accumulators[b].first(values, excluded)
+
+        def valid_values(piece: tuple[Read, int]) -> tuple[np.ndarray, int]:
+            (window, shape), band = piece
+            raw, valid = read_valid(ctx, ds, band, window, shape)
+            return raw[valid], int(valid.size - np.count_nonzero(valid))
+
+        first = [(read, b) for read in reads for b in indexes]
+        for (_, b), (values, excluded) in ctx.engine.map(first, valid_values):
+            accumulators[b].first(values, excluded)
         second = [b for b in indexes if accumulators[b].begin_second()]
         if second:
-            for window, shape in counted(reads):
-                for b in second:
-                    raw, valid = read_valid(ctx, ds, b, window, shape)
-                    accumulators[b].second(raw[valid])
+            again = [(read, b) for read in reads for b in second]
+            for (_, b), (values, _) in ctx.engine.map(again, valid_values):
+                accumulators[b].second(values)
         results = []
         for b in indexes:
             stored = accumulators[b].result(b, computed, histogram_bins)

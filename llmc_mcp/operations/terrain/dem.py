@@ -31,9 +31,9 @@ from pyproj import CRS, Geod, Proj, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
-from llmc_mcp.compute.progress import counted
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
@@ -260,7 +260,7 @@ def run(
             "blockxsize": OUTPUT_BLOCK, "blockysize": OUTPUT_BLOCK,
             **creation_options(ctx, "DEFLATE", np.dtype("float32"), 1, None, None, cog=False),
         }  # fmt: skip
-        plan = TerrainPlan(source, kernel, source.z_factor or 1.0, profile, measure)
+        plan = TerrainPlan(source, kernel, source.z_factor or 1.0, profile, measure, ctx.engine)
         write_atomically(ctx, plan, ds, src_path, dst_path)
         cell = source.cell_size_m()
     if source.z_factor_source is not None:
@@ -291,21 +291,26 @@ class TerrainPlan:
     z_factor: float
     profile: dict[str, Any]
     measure: str
+    engine: Engine
     valid: int = 0
     nodata: int = 0
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.measure)
-            for window in counted(windows(out.width, out.height)):
-                z = self.dem.read_padded(window)
-                spans = self.dem.spans(int(window.row_off), int(window.height))
-                values = self.kernel(z, spans, self.z_factor)
-                invalid = touches_nodata(z) | ~np.isfinite(values)
-                bad = int(np.count_nonzero(invalid))
+            for window, (values, bad) in self.engine.map(windows(out.width, out.height), self._window):
                 self.nodata += bad
-                self.valid += invalid.size - bad
-                out.write(np.where(invalid, np.nan, values).astype(np.float32), 1, window=window)
+                self.valid += values.size - bad
+                out.write(values, 1, window=window)
+
+    def _window(self, window: Window) -> tuple[np.ndarray, int]:
+        """One window's output, NaN where its 3x3 neighbourhood holds nodata or the value is not
+        finite, and how many such cells it has."""
+        z = self.dem.read_padded(window)
+        spans = self.dem.spans(int(window.row_off), int(window.height))
+        values = self.kernel(z, spans, self.z_factor)
+        invalid = touches_nodata(z) | ~np.isfinite(values)
+        return np.where(invalid, np.nan, values).astype(np.float32), int(np.count_nonzero(invalid))
 
 
 def windows(width: int, height: int) -> Iterator[Window]:
