@@ -18,6 +18,7 @@ a cell of the output grid (DD-MCP-045).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,9 +28,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import rasterio
-from affine import Affine
 from pydantic import Field
-from rasterio.enums import ColorInterp
 from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
@@ -43,12 +42,18 @@ from llmc_mcp.compute.output import (
     write_atomically,
 )
 from llmc_mcp.compute.pixels import read_valid
-from llmc_mcp.compute.progress import counted
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS, Resolution, check_grid_args
+from llmc_mcp.operations.raster.grid import Resolution, check_grid_args
+from llmc_mcp.operations.raster.merge_grid import (
+    Placement,
+    footprints_overlap,
+    intersection,
+    mosaic_grid,
+    place,
+)
 from llmc_mcp.operations.raster.models import (
     GeoreferencingChoice,
     MergeMethod,
@@ -58,20 +63,15 @@ from llmc_mcp.operations.raster.models import (
 )
 from llmc_mcp.operations.raster.reproject import (
     OUTPUT_BLOCK,
-    WARP_MEM_MB,
     carry_metadata,
     check_nodata,
     require_crs,
-    warp_resampling,
     write_windows,
 )
 from llmc_mcp.reflection.specs import MERGE_AGGREGATION, MERGE_RESAMPLING, Facts
 
 MAX_SOURCES = 256
 """Every source stays open while the mosaic is written; the count of valid sources is a uint16."""
-LATTICE_TOLERANCE = 1e-6
-"""A source is on the mosaic's lattice when its cell size and its offset, in cells, are within this
-of the mosaic's and of a whole number: float noise in a transform is not a fractional shift."""
 
 _COMBINE = {
     "first": "where sources overlap, the first in the list that has a value gives it",
@@ -237,20 +237,6 @@ def _opened(
         ]
 
 
-@dataclass(frozen=True)
-class _Placement:
-    """Where one source lands on the output grid, and how it is read there."""
-
-    dataset: DatasetReader
-    shown: str
-    window: Window | None
-    """Its footprint on the output grid, clipped to it; None when it falls outside."""
-    origin: tuple[int, int]
-    """The output (column, row) of pixel (0, 0) of what is read: the source, or its WarpedVRT."""
-    vrt_options: dict[str, Any] | None
-    """The warp onto the lattice, for a source off it; None: read cell for cell."""
-
-
 def _plan(
     ctx: OperationContext,
     datasets: Sequence[DatasetReader],
@@ -267,9 +253,9 @@ def _plan(
     _check_sources(ctx, datasets, shown, method)
     first = datasets[0]
     res = res or (abs(first.transform.a), abs(first.transform.e))
-    transform, width, height = _grid(datasets, bounds, res)
+    transform, width, height = mosaic_grid(datasets, bounds, res)
     placements = [
-        _place(ctx, ds, name, transform, width, height, resampling)
+        place(ctx, ds, name, transform, width, height, resampling)
         for ds, name in zip(datasets, shown, strict=True)
     ]
     dtype = _output_dtype(datasets, method)
@@ -292,7 +278,7 @@ def _plan(
     resampled = [p.shown for p in placements if p.vrt_options is not None]
     facts: Facts = {
         "data": _data_kind(datasets),
-        "overlap": "some" if _footprints_overlap(placements) else "none",
+        "overlap": "some" if footprints_overlap(placements) else "none",
         "resampled": "some" if resampled else "none",
     }
     warped = f" Warped onto the lattice with {resampling}: {', '.join(resampled)}." if resampled else ""
@@ -348,118 +334,6 @@ def _check_sources(
             "physical one.",
             fix="raster.calc the sources to physical values first, then merge those.",
         )
-
-
-def _envelope(ds: DatasetReader) -> tuple[float, float, float, float]:
-    """(left, bottom, right, top) of a north-up or south-up grid."""
-    t = ds.transform
-    xs = (t.c, t.c + t.a * ds.width)
-    ys = (t.f, t.f + t.e * ds.height)
-    return min(xs), min(ys), max(xs), max(ys)
-
-
-def _grid(
-    datasets: Sequence[DatasetReader],
-    bounds: tuple[float, float, float, float] | None,
-    res: tuple[float, float],
-) -> tuple[Affine, int, int]:
-    if bounds is not None:
-        # As gdalwarp -te -tr: the top-left corner is kept and the size rounded to whole cells.
-        left, bottom, right, top = bounds
-        width = max(1, round((right - left) / res[0]))
-        height = max(1, round((top - bottom) / res[1]))
-    else:
-        envelopes = [_envelope(ds) for ds in datasets]
-        anchor = datasets[0].transform
-        # The union, widened to whole cells of the first source's lattice.
-        left = (
-            anchor.c
-            + math.floor((min(e[0] for e in envelopes) - anchor.c) / res[0] + LATTICE_TOLERANCE) * res[0]
-        )
-        top = (
-            anchor.f
-            - math.floor((anchor.f - max(e[3] for e in envelopes)) / res[1] + LATTICE_TOLERANCE) * res[1]
-        )
-        width = max(1, math.ceil((max(e[2] for e in envelopes) - left) / res[0] - LATTICE_TOLERANCE))
-        height = max(1, math.ceil((top - min(e[1] for e in envelopes)) / res[1] - LATTICE_TOLERANCE))
-    if width * height > MAX_OUTPUT_PIXELS:
-        raise InvalidArgument(
-            f"the mosaic would be {width}x{height} cells per band (over {MAX_OUTPUT_PIXELS}).",
-            fix="Check bounds and resolution: they are in the sources' CRS units.",
-        )
-    return Affine(res[0], 0.0, left, 0.0, -res[1], top), width, height
-
-
-def _place(
-    ctx: OperationContext,
-    ds: DatasetReader,
-    shown: str,
-    transform: Affine,
-    width: int,
-    height: int,
-    resampling: str,
-) -> _Placement:
-    t = ds.transform
-    col = (t.c - transform.c) / transform.a
-    row = (t.f - transform.f) / transform.e
-    on_lattice = (
-        t.e < 0
-        and abs(t.a - transform.a) <= LATTICE_TOLERANCE * transform.a / max(ds.width, 1)
-        and abs(t.e - transform.e) <= LATTICE_TOLERANCE * -transform.e / max(ds.height, 1)
-        and abs(col - round(col)) <= LATTICE_TOLERANCE
-        and abs(row - round(row)) <= LATTICE_TOLERANCE
-    )
-    if on_lattice:
-        origin = (round(col), round(row))
-        window = _clip(origin[0], origin[1], origin[0] + ds.width, origin[1] + ds.height, width, height)
-        return _Placement(ds, shown, window, origin, None)
-    left, bottom, right, top = _envelope(ds)
-    window = _clip(
-        math.floor((left - transform.c) / transform.a + LATTICE_TOLERANCE),
-        math.floor((transform.f - top) / -transform.e + LATTICE_TOLERANCE),
-        math.ceil((right - transform.c) / transform.a - LATTICE_TOLERANCE),
-        math.ceil((transform.f - bottom) / -transform.e - LATTICE_TOLERANCE),
-        width,
-        height,
-    )
-    if window is None:
-        return _Placement(ds, shown, None, (0, 0), None)
-    vrt_options: dict[str, Any] = {
-        "crs": ds.crs,
-        "transform": transform @ Affine.translation(window.col_off, window.row_off),
-        "width": window.width,
-        "height": window.height,
-        "resampling": warp_resampling(resampling),
-        # Without a nodata value, the alpha band is what tells the warp's edges from data.
-        "add_alpha": ds.nodata is None and ColorInterp.alpha not in ds.colorinterp,
-        "init_dest_nodata": True,
-        "warp_mem_limit": WARP_MEM_MB,
-        "NUM_THREADS": str(ctx.num_threads),
-    }
-    return _Placement(ds, shown, window, (window.col_off, window.row_off), vrt_options)
-
-
-def _clip(col0: int, row0: int, col1: int, row1: int, width: int, height: int) -> Window | None:
-    col0, row0, col1, row1 = max(col0, 0), max(row0, 0), min(col1, width), min(row1, height)
-    if col0 >= col1 or row0 >= row1:
-        return None
-    return Window(col0, row0, col1 - col0, row1 - row0)
-
-
-def _intersection(a: Window | None, b: Window | None) -> Window | None:
-    if a is None or b is None:
-        return None
-    col0, row0 = max(a.col_off, b.col_off), max(a.row_off, b.row_off)
-    col1 = min(a.col_off + a.width, b.col_off + b.width)
-    row1 = min(a.row_off + a.height, b.row_off + b.height)
-    if col0 >= col1 or row0 >= row1:
-        return None
-    return Window(col0, row0, col1 - col0, row1 - row0)
-
-
-def _footprints_overlap(placements: Sequence[_Placement]) -> bool:
-    windows = [p.window for p in placements if p.window is not None]
-    return any(_intersection(a, b) is not None for i, a in enumerate(windows) for b in windows[i + 1 :])
 
 
 def _data_kind(datasets: Sequence[DatasetReader]) -> str:
@@ -518,7 +392,7 @@ class _MergePlan:
 
     ctx: OperationContext
     method: str
-    placements: list[_Placement]
+    placements: list[Placement]
     profile: dict[str, Any]
     dtype: np.dtype
     nodata: float | None
@@ -546,13 +420,16 @@ class _MergePlan:
             ]
             out = stack.enter_context(rasterio.open(tmp, "w", **self.profile))
             self._carry(out)
-            for window in counted(write_windows(out.width, out.height, per_pixel)):
-                data, valid = self._combine(readers, window, bands)
+            windows = write_windows(out.width, out.height, per_pixel)
+            combine = functools.partial(self._combine, readers, bands=bands)
+            for window, (data, valid) in self.ctx.engine.map(windows, combine):
                 out.write(data, window=window)
                 if self.use_mask:
                     out.write_mask(valid.any(axis=0), window=window)
 
-    def _combine(self, readers: Sequence[Any], window: Window, bands: int) -> tuple[np.ndarray, np.ndarray]:
+    def _combine(
+        self, readers: Sequence[Any], window: Window, *, bands: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         shape = (bands, window.height, window.width)
         count = np.zeros(shape, np.uint16)
         picking = self.method in _PICKING
@@ -560,7 +437,7 @@ class _MergePlan:
         owner = np.full(shape, -1, np.int16) if picking else None
         indexes = list(range(1, bands + 1))
         for i, (placement, reader) in enumerate(zip(self.placements, readers, strict=True)):
-            part = _intersection(window, placement.window)
+            part = intersection(window, placement.window)
             if part is None:
                 continue
             where = Window(
