@@ -25,7 +25,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.polygons import EXTENSIONS, Polygons, read_polygons
-from llmc_mcp.compute.progress import counted, fraction_callback
+from llmc_mcp.compute.progress import fraction_callback
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -37,14 +37,12 @@ from llmc_mcp.operations.raster.models import (
     ZoneStatistics,
 )
 from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
+from llmc_mcp.operations.raster.zonal_accumulators import Distribution, Moments
 
 MAX_CELLS_IN_MEMORY = 4_000_000
 """Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64
 values plus as many coverage fractions); its default, 30 M, would take ~500 MB for one large zone."""
 
-MAX_VALUE_PAIRS = 5_000_000
-"""Distinct (zone, value) pairs a zone raster may produce when median, majority, minority or variety
-are asked for: those need each zone's value distribution, which grows with distinct float values."""
 
 _DISTRIBUTION = frozenset({"median", "majority", "minority", "variety"})
 
@@ -395,18 +393,23 @@ def _raster_zones(
     with _open_zone_raster(ctx, zones, choice) as zds:
         zones_shown = ctx.workspace.relative(Path(zds.name))
         _check_zone_raster(ds, shown, zds, zones_shown)
-        moments = _Moments()
-        distribution = _Distribution() if _DISTRIBUTION & set(wanted) else None
-        for window in counted(_row_bands(ds)):
+        moments = Moments()
+        distribution = Distribution() if _DISTRIBUTION & set(wanted) else None
+
+        def zoned(window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """The zone of every zoned cell of the window, the zones of its valid ones, their values."""
             raw, valid = read_valid(ctx, ds, band, window)
             ids, has_zone = read_valid(ctx, zds, 1, window)
             ids, inside = ids[has_zone].astype(np.int64), valid[has_zone]
             values = raw[has_zone][inside].astype(np.float64)
             if linear is not None:
                 values = values * linear[0] + linear[1]
-            moments.add(ids, ids[inside], values)
+            return ids, ids[inside], values
+
+        for _, (all_ids, ids, values) in ctx.engine.map(_row_bands(ds), zoned):
+            moments.add(all_ids, ids, values)
             if distribution is not None:
-                distribution.add(ids[inside], values)
+                distribution.add(ids, values)
     if not moments.zones():
         raise Refused(
             f"zones: every cell of '{zones_shown}' is nodata, so it holds no zone to summarise.",
@@ -491,124 +494,3 @@ def _row_bands(ds: DatasetReader) -> Iterator[Window]:
     rows = max(block, rows // block * block)
     for top in range(0, ds.height, rows):
         yield Window(0, top, ds.width, min(rows, ds.height - top))
-
-
-class _Moments:
-    """count, sum, mean, min, max and population stdev per zone, merged window by window.
-
-    Means and squared deviations are merged with Chan et al.'s pairwise formulas (as raster.stats does),
-    so the standard deviation stays exact in float64 whatever the number of windows.
-    """
-
-    def __init__(self) -> None:
-        self.seen: set[int] = set()
-        self.acc: dict[int, list[float]] = {}  # zone -> [n, sum, mean, m2, min, max]
-
-    def add(self, all_ids: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
-        self.seen.update(np.unique(all_ids).tolist())
-        if ids.size == 0:
-            return
-        order = np.lexsort((values, ids))
-        ids, values = ids[order], values[order]
-        zones, starts, counts = np.unique(ids, return_index=True, return_counts=True)
-        inverse = np.repeat(np.arange(zones.size), counts)
-        sums = np.bincount(inverse, values)
-        means = sums / counts
-        m2s = np.bincount(inverse, (values - means[inverse]) ** 2)
-        lows, highs = values[starts], values[starts + counts - 1]
-        for i, zone in enumerate(zones.tolist()):
-            n, total, mean, m2 = float(counts[i]), float(sums[i]), float(means[i]), float(m2s[i])
-            current = self.acc.get(zone)
-            if current is None:
-                self.acc[zone] = [n, total, mean, m2, float(lows[i]), float(highs[i])]
-                continue
-            n0, total0, mean0, m20, low0, high0 = current
-            delta = mean - mean0
-            merged = n0 + n
-            current[:] = [
-                merged,
-                total0 + total,
-                mean0 + delta * n / merged,
-                m20 + m2 + delta * delta * n0 * n / merged,
-                min(low0, float(lows[i])),
-                max(high0, float(highs[i])),
-            ]
-
-    def zones(self) -> list[int]:
-        return sorted(self.seen)
-
-    def figures(self, zone: int) -> dict[str, float | None]:
-        current = self.acc.get(zone)
-        if current is None:
-            return {"count": 0.0, "sum": 0.0, "variety": 0.0}
-        n, total, _, m2, low, high = current
-        return {
-            "count": n,
-            "sum": total,
-            "mean": total / n,
-            "min": low,
-            "max": high,
-            "stdev": math.sqrt(max(m2, 0.0) / n),
-        }
-
-
-class _Distribution:
-    """Each zone's distinct values and their cell counts, for median, majority, minority and variety."""
-
-    def __init__(self) -> None:
-        self.ids = np.empty(0, np.int64)
-        self.values = np.empty(0, np.float64)
-        self.counts = np.empty(0, np.int64)
-
-    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
-        self.ids, self.values, self.counts = _reduce(
-            np.concatenate([self.ids, ids]),
-            np.concatenate([self.values, values]),
-            np.concatenate([self.counts, np.ones(ids.size, np.int64)]),
-        )
-        if self.ids.size > MAX_VALUE_PAIRS:
-            raise InvalidArgument(
-                f"the zones hold more than {MAX_VALUE_PAIRS:,} distinct (zone, value) pairs; median, "
-                "majority, minority and variety need them all in memory.",
-                fix="Ask only for count, sum, mean, min, max and stdev, or reclassify the values first.",
-            )
-
-    def figures(self, zone: int) -> dict[str, float | None]:
-        lo, hi = np.searchsorted(self.ids, [zone, zone + 1])
-        values, counts = self.values[lo:hi], self.counts[lo:hi].astype(np.float64)
-        if values.size == 0:
-            return {"variety": 0.0}
-        # Ties go to the smallest value (argmax/argmin return the first, values are sorted).
-        return {
-            "median": _weighted_median(values, counts),
-            "majority": float(values[np.argmax(counts)]),
-            "minority": float(values[np.argmin(counts)]),
-            "variety": float(values.size),
-        }
-
-
-def _reduce(ids: np.ndarray, values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
-    order = np.lexsort((values, ids))
-    ids, values, counts = ids[order], values[order], counts[order]
-    if ids.size == 0:
-        return ids, values, counts
-    new = np.ones(ids.size, bool)
-    new[1:] = (ids[1:] != ids[:-1]) | (values[1:] != values[:-1])
-    starts = np.flatnonzero(new)
-    return ids[starts], values[starts], np.add.reduceat(counts, starts)
-
-
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """exactextract's weighted quantile at 0.5, over sorted distinct values and their weights.
-
-    With n distinct values, s_k = k * w_k + (n - 1) * (w_0 + ... + w_{k-1}) (k from 0) is the position of
-    value k on a scale of (n - 1) * sum(w); the median is interpolated at half that scale. Equal
-    weights give numpy's median of the distinct values.
-    """
-    n = values.size
-    if n == 1:
-        return float(values[0])
-    before = np.concatenate([[0.0], np.cumsum(weights)[:-1]])
-    positions = np.arange(n) * weights + (n - 1) * before
-    target = 0.5 * (n - 1) * float(weights.sum())
-    return float(np.interp(target, positions, values))
