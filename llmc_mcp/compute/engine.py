@@ -8,8 +8,8 @@ when that runs. The operation's loop reads::
         out.write(values, 1, window=window)
 
 :class:`LocalEngine`, the one engine today, runs ``compute`` on each piece in this process, in order,
-one piece in memory at a time, and reports progress after the loop body is done with each piece (as
-:func:`~llmc_mcp.compute.progress.counted` did). The results come back in the pieces' order, so a
+one piece in memory at a time, and reports progress (:mod:`~llmc_mcp.compute.progress`) after the
+loop body is done with each piece. The results come back in the pieces' order, so a
 caller that writes windows, or folds statistics whose order matters (first-pass then second-pass
 accumulators, the first source winning in a mosaic), gets the same answer from any engine.
 

@@ -1,7 +1,8 @@
 """Progress of long operations, from their window loops to the MCP client (DD-MCP-062).
 
-An operation's window loop iterates :func:`counted` (or calls :func:`report` once per window it has
-finished, ``report(i + 1, n)``; :func:`fraction_callback` for a library's own callback). In a
+An operation's window loop runs through the engine (:meth:`~llmc_mcp.compute.engine.Engine.map`),
+which calls :func:`report` once per piece it has finished, ``report(i + 1, n)``;
+:func:`fraction_callback` serves a library's own callback. In a
 worker, :mod:`llmc_mcp.sandbox.worker` installs a :class:`Tracker` per call that turns those counts
 into the values of one MCP request's progress notifications and sends them to the server as one-way
 channel messages (nothing waits for an answer, so progress never slows the work). Outside a worker
@@ -25,11 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
-
-T = TypeVar("T")
 
 PER_SECOND = 5
 """Progress messages a worker sends per second at most."""
@@ -125,15 +123,3 @@ def tracking(send: Send, *, one_operation: bool) -> Iterator[Tracker]:
     finally:
         _tracker = None
         tracker.close()
-
-
-def counted(items: Iterable[T], what: str | None = None) -> Iterator[T]:
-    """The items of a window loop, reporting each one the loop body has finished with.
-
-    ``for window in counted(windows):`` reports ``(i, n)`` when the body is done with the i-th of n
-    windows, the last one included.
-    """
-    listed = list(items)
-    for done, item in enumerate(listed, 1):
-        yield item
-        report(done, len(listed), what)
