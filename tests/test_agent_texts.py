@@ -22,7 +22,7 @@ from llmc_mcp.cli.main import _lineage_target, _settings, build_parser, main
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations import CATALOG, NAMESPACES, get_operation
-from llmc_mcp.sandbox.pool import timeout_fix
+from llmc_mcp.sandbox.failures import timeout_fix
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.instructions import CODE_BOOTSTRAP_LIMIT, bootstrap_tokens, classic_instructions
 from llmc_mcp.stubs.render import StubSet

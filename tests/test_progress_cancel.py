@@ -21,7 +21,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.progress import Tracker
 from llmc_mcp.config import Settings
-from llmc_mcp.sandbox.pool import ProgressRelay
+from llmc_mcp.sandbox.relay import ProgressRelay
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import stdio_params, structured, text
 

@@ -283,7 +283,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     _existing_workspace(settings.workspace, create=args.create_workspace, flag="--create-workspace")
     # The first session's worker starts now, while the server imports and builds itself (DD-MCP-027).
-    from llmc_mcp.sandbox.pool import start_worker_early
+    from llmc_mcp.sandbox.workers import start_worker_early
 
     prestarted = start_worker_early(settings, str(Path(settings.workspace).expanduser().resolve()))
     from llmc_mcp.server.app import build_server

@@ -1,5 +1,10 @@
 """Worker processes per session, and the limits the server enforces on them.
 
+One piece: every method here reads or changes the same map of live workers, their per-session
+locks, the count of those starting and the spare, and the bounds below hold only if they all do. What a
+worker is (:mod:`.workers`), what a failed call returns (:mod:`.failures`), the wall clock
+(:mod:`.wall_clock`) and progress relaying (:mod:`.relay`) live beside it.
+
 The server owns the wall clock: each call runs under ``anyio.fail_after``;
 on expiry the worker's whole process group is killed and the session starts
 afresh on its next call. A worker that dies (segfault, OOM kill, CPU rlimit)
@@ -22,8 +27,8 @@ Lifecycle, all on the parent side:
 - **Warm spare.** One started worker waits for the next new session (:meth:`WorkerPool.start_spare`),
   so a session's first call does not pay the interpreter's start; it starts at normal priority.
 - **Priority.** Interactive calls first: a call running for over :data:`DEMOTE_AFTER` seconds
-  continues at nice :data:`DEMOTED_NICE` (its scheduler autogroup, and its process group too)
-  while another session has a call in flight that is still interactive (younger than
+  continues at nice :data:`~.workers.DEMOTED_NICE` (its scheduler autogroup, and its process group
+  too) while another session has a call in flight that is still interactive (younger than
   :data:`DEMOTE_AFTER`), and at normal priority again once none is (checked every
   :data:`PRIORITY_CHECK` seconds; the next call restores it too). (Restoring a process's nice needs
   CAP_SYS_NICE; the autogroup's, which is what orders workers against the server and each other,
@@ -43,142 +48,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-import os
-import signal
 import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import AsyncExitStack, contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 from anyio.abc import Process
 
 from llmc_mcp.config import Settings
-from llmc_mcp.gdal.environment import worker_gdal_environment
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
-from llmc_mcp.sandbox.executor import check_code
-from llmc_mcp.sandbox.prestart import prestart
-from llmc_mcp.sandbox.worker import WorkerConfig
+from llmc_mcp.sandbox.failures import CRASH_FIX, crash_message, limit_failure, refused_code, timeout_fix
+from llmc_mcp.sandbox.relay import ProgressHandler, ProgressRelay
+from llmc_mcp.sandbox.wall_clock import wall_clock
+from llmc_mcp.sandbox.workers import (
+    NEUTRAL_CWD,
+    Worker,
+    WorkerStartError,
+    stop_worker,
+    worker_command,
+    worker_config,
+    worker_environment,
+)
 from llmc_mcp.sessions import current_session
 
 log = logging.getLogger(__name__)
 
 HostHandler = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 """Serves one worker request; returns its result or raises an LlmcError."""
-ProgressHandler = Callable[[float, float | None, str], Awaitable[None]]
-"""Relays one progress value of the call being served to its client: ``(progress, total, message)``."""
 
 STARTUP_TIMEOUT = 60.0
 DEMOTE_AFTER = 1.0
-"""Seconds into a call after which its worker runs at :data:`DEMOTED_NICE`: short interactive calls of
-other sessions then get the CPU first, and a runaway loop costs the others little until its timeout."""
-DEMOTED_NICE = 19
+"""Seconds into a call after which its worker runs at :data:`~.workers.DEMOTED_NICE`: short
+interactive calls of other sessions then get the CPU first, and a runaway loop costs the others
+little until its timeout."""
 PRIORITY_CHECK = 0.25
 """Seconds between two looks at whether a long call should give way to another session's."""
 EXIT_GRACE = 1.0
 """Seconds a worker whose channel closed gets to exit by itself, so its real status is reported."""
 REAP_INTERVAL_MAX = 60.0
-PROGRESS_PER_SECOND = 20
-"""Progress notifications relayed per call and second at most, whatever the worker sends."""
-PROGRESS_MESSAGE_CHARS = 200
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PROJ_DATA", "PROJ_LIB", "GDAL_DATA")
-_WORKER_ENV = {
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONUNBUFFERED": "1",
-    "MALLOC_ARENA_MAX": "2",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    # The same hardening gdal_env applies per operation, already in force when GDAL loads, and GDAL_SKIP.
-    **worker_gdal_environment(),
-}
-
-
-NEUTRAL_CWD = "/"
-"""The worker's working directory: nowhere the agent's data (or anyone's modules) can be."""
-
-
-def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
-    return WorkerConfig(
-        workspace=workspace,
-        memory_mb=settings.memory_mb,
-        output_limit=settings.output_limit,
-        num_threads=settings.num_threads,
-        cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
-    )
-
-
-def start_worker_early(settings: Settings, workspace: str) -> Process | None:
-    """Start the pool's first spare now, before the server's own imports (see :mod:`.prestart`)."""
-    return prestart(worker_command(worker_config(settings, workspace)), worker_environment(), NEUTRAL_CWD)
-
-
-def worker_command(config: WorkerConfig) -> list[str]:
-    """``python -I -m llmc_mcp.sandbox.worker CONFIG``.
-
-    ``-I`` (isolated mode) keeps the working directory, ``PYTHONPATH``, ``PYTHON*`` variables and
-    the user's site directory off the worker's import path: a ``numpy.py`` planted in the workspace,
-    or anywhere the server was started from, is never imported. The worker finds ``llmc_mcp`` the
-    way the installed server does, through site-packages (an editable install maps it there too).
-    """
-    return [sys.executable, "-I", "-m", "llmc_mcp.sandbox.worker", config.model_dump_json()]
-
-
-def worker_environment() -> dict[str, str]:
-    """A minimal environment: no cloud credentials, proxies or tokens reach the worker."""
-    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    env.update(_WORKER_ENV)
-    return env
-
-
-class WorkerStartError(Exception):
-    """A worker process could not be started or did not report ready."""
-
-
-@dataclass
-class Worker:
-    key: str
-    """The session it serves."""
-    process: Process
-    channel: AsyncChannel
-    started: float = field(default_factory=time.monotonic)
-    last_used: float = field(default_factory=time.monotonic)
-    calls: int = 0
-    demoted: bool = False
-    call_started: float | None = None
-    """When its current call started (None between calls)."""
-    idle_ttl: float | None = None
-    """This worker's own idle TTL (None: the pool's setting)."""
-    _ids: int = 0
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def next_id(self) -> int:
-        self._ids += 1
-        return self._ids
-
-    def demote(self) -> None:
-        """Lower the CPU priority of the worker: its process group and its scheduler autogroup."""
-        if not self.demoted:
-            self.demoted = _set_nice(self.process.pid, DEMOTED_NICE)
-
-    def promote(self) -> None:
-        """Back to normal priority, if it was lowered and the OS lets us raise it again."""
-        if self.demoted and _set_nice(self.process.pid, 0):
-            self.demoted = False
-
-    def kill(self) -> None:
-        """Kill the whole process group: the worker and anything it started."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()
 
 
 class WorkerPool:
@@ -234,7 +143,7 @@ class WorkerPool:
 
     async def execute(self, key: str, code: str, reset: bool) -> dict[str, Any]:
         """Run agent code in the session's worker (code mode)."""
-        refused = _check_code(code)
+        refused = refused_code(code)
         if refused is not None:
             return refused
         return await self.run(key, "execute", {"code": code, "reset": reset}, reset=reset)
@@ -262,7 +171,7 @@ class WorkerPool:
             fresh = worker is None
             if worker is None:
                 if len(self._workers) + self._starting >= self.max_workers:
-                    return _limit_failure(
+                    return limit_failure(
                         "TooManySessions",
                         f"All {self.max_workers} code workers are in use by other sessions, so this session "
                         "could not get one. Nothing ran.",
@@ -273,7 +182,7 @@ class WorkerPool:
                 try:
                     worker = await self._take_spare(key) or await self._spawn(key)
                 except WorkerStartError as exc:
-                    return _limit_failure(
+                    return limit_failure(
                         "WorkerStartFailed",
                         f"The code worker could not be started ({exc}). Nothing ran.",
                         "Retry the call; if it keeps failing the server is short of memory or processes.",
@@ -288,15 +197,11 @@ class WorkerPool:
             worker.call_started = time.monotonic()
             demotion = _call_later(DEMOTE_AFTER, self._give_way, worker, worker.calls)
             try:
-                with anyio.fail_after(self.settings.exec_timeout) as clock:
-                    token = _wall_clock.set(clock)
-                    try:
-                        result = await self._call(worker, method, params)
-                    finally:
-                        _wall_clock.reset(token)
+                with wall_clock(self.settings.exec_timeout):
+                    result = await self._call(worker, method, params)
             except TimeoutError:
                 await self._discard(key)
-                return _limit_failure(
+                return limit_failure(
                     "Timeout",
                     f"The call ran longer than the {self.settings.exec_timeout:g} s limit (--exec-timeout) "
                     "and was stopped; nothing was written. The session was reset: variables from earlier "
@@ -305,7 +210,7 @@ class WorkerPool:
                 )
             except (ChannelClosed, ProtocolError) as exc:
                 returncode = await self._discard(key, grace=EXIT_GRACE)
-                return _limit_failure("WorkerCrashed", _crash_message(returncode, exc), _CRASH_FIX)
+                return limit_failure("WorkerCrashed", crash_message(returncode, exc), CRASH_FIX)
             except BaseException:
                 # Cancelled mid-call (client cancel, shutdown): the worker is in an unknown state.
                 with anyio.CancelScope(shield=True):
@@ -491,7 +396,7 @@ class WorkerPool:
                 await starting
         spare, self._spare = self._spare, None
         if spare is not None:
-            await _stop(spare)
+            await stop_worker(spare)
 
     async def _make_spare(self) -> None:
         prestarted, self._prestarted = self._prestarted, None
@@ -501,7 +406,7 @@ class WorkerPool:
             log.warning("spare worker could not be started (%s); sessions start their own", exc)
             return
         if self._closed or self._spare is not None:
-            await _stop(worker)
+            await stop_worker(worker)
             return
         self._spare = worker
 
@@ -515,7 +420,7 @@ class WorkerPool:
         if worker is None:
             return None
         if worker.process.returncode is not None:
-            await _stop(worker)
+            await stop_worker(worker)
             return None
         worker.key = key
         worker.started = worker.last_used = time.monotonic()
@@ -549,10 +454,10 @@ class WorkerPool:
                 with anyio.fail_after(STARTUP_TIMEOUT):
                     ready = await worker.channel.receive()
             except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-                await _stop(worker)
+                await stop_worker(worker)
                 raise WorkerStartError(type(exc).__name__) from None
             except BaseException:
-                await _stop(worker)
+                await stop_worker(worker)
                 raise
         finally:
             self._starting -= counted
@@ -620,184 +525,9 @@ class WorkerPool:
         return worker.process.returncode
 
 
-class ProgressRelay:
-    """One call's progress notifications, checked before they reach its client.
-
-    The worker is untrusted: a value that is not a finite number above the last one relayed, or that
-    passes its total, is dropped, messages are cut to :data:`PROGRESS_MESSAGE_CHARS`, and at most
-    :data:`PROGRESS_PER_SECOND` a second are relayed (a real worker sends five, see
-    :mod:`llmc_mcp.compute.progress`), so a subverted worker cannot flood the client.
-    """
-
-    def __init__(self, handler: ProgressHandler | None, clock: Callable[[], float] = time.monotonic):
-        self._handler = handler
-        self._clock = clock
-        self._last = 0.0
-        self._window = (-math.inf, 0)
-
-    async def relay(self, params: object) -> None:
-        if self._handler is None or not isinstance(params, Mapping):
-            return
-        progress, total = params.get("progress"), params.get("total")
-        if not _finite(progress) or progress <= self._last:
-            return
-        if total is not None and (not _finite(total) or progress > total):
-            return
-        start, count = self._window
-        now = self._clock()
-        if now - start >= 1.0:
-            start, count = now, 0
-        if count >= PROGRESS_PER_SECOND:
-            return
-        self._window = (start, count + 1)
-        self._last = float(progress)
-        message = str(params.get("message") or "")[:PROGRESS_MESSAGE_CHARS]
-        await self._handler(float(progress), None if total is None else float(total), message)
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-_wall_clock: ContextVar[anyio.CancelScope | None] = ContextVar("llmc_wall_clock", default=None)
-"""The wall clock (``--exec-timeout``) of the call this task is running in a worker."""
-
-
-@contextmanager
-def paused_wall_clock() -> Iterator[None]:
-    """Stop the running call's wall clock inside this block: its deadline moves by the time spent.
-
-    For time the worker waits on the server for something outside the agent's control (the host's
-    model answering a sampling request, a person answering a form), which has its own timeout.
-    """
-    clock = _wall_clock.get()
-    if clock is None:
-        yield
-        return
-    deadline, start = clock.deadline, anyio.current_time()
-    clock.deadline = math.inf
-    try:
-        yield
-    finally:
-        clock.deadline = deadline + (anyio.current_time() - start)
-
-
-async def _stop(worker: Worker) -> None:
-    """Kill a worker no session owns and reap it."""
-    with anyio.CancelScope(shield=True):
-        worker.kill()
-        with anyio.move_on_after(5), contextlib.suppress(Exception):
-            await worker.process.wait()
-        with contextlib.suppress(Exception):
-            await worker.process.aclose()
-
-
-def _set_autogroup_nice(pid: int, nice: int) -> bool:
-    """Only the autogroup's nice: anyone may set it back to 0 later (unlike a process's nice)."""
-    try:
-        with open(f"/proc/{pid}/autogroup", "w") as handle:
-            handle.write(str(nice))
-    except OSError:
-        return False
-    return True
-
-
-def _set_nice(pid: int, nice: int) -> bool:
-    """Nice every thread of the worker's process group, and its autogroup.
-
-    Workers run in their own session (``start_new_session``), and with CONFIG_SCHED_AUTOGROUP
-    (on by default in most distributions) every session is a scheduling group of its own: nice
-    then only orders threads inside the group, and groups share the CPU equally. So a spinning
-    worker would take as much CPU as the whole server process. The autogroup's own nice value
-    (``/proc/<pid>/autogroup``) is what orders the groups. Raising priority again needs
-    CAP_SYS_NICE; unprivileged, the call fails and the worker stays as it is.
-    """
-    done = False
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PGRP, pid, nice)
-        done = True
-    return _set_autogroup_nice(pid, nice) or done
-
-
 def _call_later(delay: float, callback: Callable[..., None], *args: Any) -> asyncio.TimerHandle | None:
     """Run ``callback(*args)`` on this event loop after ``delay`` seconds, unless cancelled (asyncio only)."""
     try:
         return asyncio.get_running_loop().call_later(delay, callback, *args)
     except RuntimeError:
         return None
-
-
-_CRASH_FIX = "Run the call again: a fresh worker starts. Recreate any variables you need."
-
-
-def _check_code(code: object) -> dict[str, Any] | None:
-    """Refuse code the worker cannot receive, without touching the session's worker."""
-    refused = check_code(code)
-    return None if refused is None else _code_failure(*refused)
-
-
-def _code_failure(kind: str, message: str, fix: str) -> dict[str, Any]:
-    failure = _limit_failure(kind, message + " Nothing ran; the session is unchanged.", fix, reset=False)
-    failure["session"] = {"fresh": False, "unchanged": True}
-    return failure
-
-
-def _crash_message(returncode: int | None, exc: Exception) -> str:
-    if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-        cause = {
-            "SIGXCPU": "it used up its CPU-time limit",
-            "SIGKILL": "it was killed (out of memory?)",
-            "SIGSEGV": "it crashed (segmentation fault)",
-            "SIGXFSZ": "it wrote a file over the file-size limit",
-        }.get(name, f"it was stopped by {name}")
-    elif returncode is not None:
-        cause = f"it exited with status {returncode}"
-    else:
-        cause = f"its channel failed ({exc})"
-    return f"The code worker died: {cause}. The session was reset: variables from earlier calls are gone."
-
-
-def timeout_fix(operation: object = None) -> str:
-    """What an agent can do about a timeout: only steps the operation (or the API) offers.
-
-    ``operation`` is the classic tool's catalog name when one operation ran; None for agent code,
-    which may have called anything, so the steps name the functions that shrink the work.
-    """
-    from llmc_mcp.operations import CATALOG
-
-    op = next((o for o in CATALOG if o.qualname == operation), None)
-    operator = "or ask the server's operator to raise --exec-timeout (LLMC_MCP_EXEC_TIMEOUT)."
-    if op is None:
-        return (
-            "Do less per call: raster.clip a part of the input first and work on that, coarsen it with "
-            "raster.reproject(..., resolution=...), pass approx=True to raster.stats, or handle fewer files "
-            "per execute_code call; " + operator
-        )
-    fields = op.arguments.model_fields
-    steps = []
-    if "approx" in fields:
-        steps.append("pass approx=true")
-    if "bounds" in fields:
-        steps.append("pass bounds covering a part")
-    if "resolution" in fields:
-        steps.append("ask for a coarser resolution")
-    if "points" in fields or "pour_points" in fields:
-        steps.append("send fewer points per call")
-    if op.namespace in ("raster", "terrain", "hydrology") and "bounds" not in fields:
-        steps.append(f"run raster_clip on a part of the input first and {op.tool_name} on that part")
-    if not steps:
-        steps.append("do less per call")
-    text = f"{'; '.join(steps)}; {operator}"
-    return text[0].upper() + text[1:]
-
-
-def _limit_failure(kind: str, message: str, fix: str, *, reset: bool = True) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "stdout": "",
-        "stdout_dropped": 0,
-        "result": None,
-        "error": {"type": kind, "message": message, "fix": fix, "line": 0, "traceback": ""},
-        "session": {"fresh": True, "reset": True} if reset else {"fresh": False},
-    }

@@ -29,7 +29,8 @@ from llmc_mcp.reflection.gate import Hint
 from llmc_mcp.reflection.sampling import justify
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
-from llmc_mcp.sandbox.pool import WorkerPool, paused_wall_clock
+from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.sandbox.wall_clock import paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
 from llmc_mcp.server.requests import current_request
 from llmc_mcp.server.resumable import abandon_questions

@@ -1,7 +1,7 @@
 """Progress of a worker's call, relayed to the client whose request it serves (DD-MCP-062).
 
 The worker pool calls :func:`relay_progress` with values it has already checked
-(:class:`~llmc_mcp.sandbox.pool.ProgressRelay`); this sends them as MCP progress notifications
+(:class:`~llmc_mcp.sandbox.relay.ProgressRelay`); this sends them as MCP progress notifications
 against the request being served (:data:`~llmc_mcp.server.requests.current_request`). A client that
 asked for no progress (no progress token) gets nothing: the SDK drops the notification.
 """

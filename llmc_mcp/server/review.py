@@ -20,7 +20,7 @@ from llmc_mcp.errors import LlmcError
 from llmc_mcp.provenance.report import one_line
 from llmc_mcp.reflection.gate import Gate, Hint, PersistResult
 from llmc_mcp.reflection.schema import Justification, PlainText
-from llmc_mcp.sandbox.pool import paused_wall_clock
+from llmc_mcp.sandbox.wall_clock import paused_wall_clock
 from llmc_mcp.server.requests import can_elicit, has_back_channel
 
 Confidence = Literal["low", "medium", "high"]

@@ -34,7 +34,8 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
 from llmc_mcp.config import Settings
-from llmc_mcp.sandbox.pool import DEMOTED_NICE, WorkerPool
+from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.sandbox.workers import DEMOTED_NICE
 from llmc_mcp.server.app import build_server
 from tests.reliability._rawstdio import alive
 

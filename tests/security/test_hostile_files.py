@@ -39,8 +39,8 @@ from llmc_mcp.gdal.environment import REGISTERED_DRIVERS, worker_gdal_environmen
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.reflection.store import LEGACY_KEY_NAME, JustificationStore, Record
 from llmc_mcp.sandbox.channel import SyncChannel
-from llmc_mcp.sandbox.pool import worker_command, worker_environment
 from llmc_mcp.sandbox.worker import WorkerConfig
+from llmc_mcp.sandbox.workers import worker_command, worker_environment
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.results import result_data
 from llmc_mcp.state import STATE_DIR_ENV, key_path

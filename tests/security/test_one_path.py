@@ -128,7 +128,7 @@ async def test_a_worker_started_before_the_server_serves_its_first_session(works
     The command starts one worker before building the server; the pool adopts it as its first
     spare, so the first session's code runs in that very process, confined like any other.
     """
-    from llmc_mcp.sandbox.pool import start_worker_early
+    from llmc_mcp.sandbox.workers import start_worker_early
 
     settings = Settings(mode="code", workspace=workspace_dir, exec_timeout=30)
     prestarted = start_worker_early(settings, str(workspace_dir.resolve()))
