@@ -67,6 +67,7 @@ class Glob:
 
 
 def compile_glob(pattern: str, recursive: bool) -> Glob:
+    """A workspace glob (``data/**/*.tif``), checked, as the walk matches it."""
     parts = check_relative_name(pattern, "pattern").parts
     if not parts:
         raise PathRefused(f"pattern: '{pattern}' names no file.", fix=PATTERN_FIX)
@@ -96,9 +97,7 @@ def _is_temporary(name: str) -> bool:
     return name.startswith(".") and ".partial-" in name
 
 
-def walk(
-    root: Path, start: Path, glob: Glob, recursive: bool
-) -> tuple[list[tuple[str, os.DirEntry]], bool]:
+def walk(root: Path, start: Path, glob: Glob, recursive: bool) -> tuple[list[tuple[str, os.DirEntry]], bool]:
     """Matching regular files and links under ``start``, and whether :data:`MAX_SCANNED` stopped the walk.
 
     Links are never followed into folders; the server's folders and temporary outputs are never listed.

@@ -15,6 +15,7 @@ from llmc_mcp.errors import RasterError
 def to_raster_crs(
     ds: DatasetReader, given: np.ndarray, crs: str | None, shown: str
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Points given in ``crs`` (the raster's own when None) carried into the raster's CRS, x first."""
     xs, ys = given[:, 0].copy(), given[:, 1].copy()
     if crs is None:
         return xs, ys

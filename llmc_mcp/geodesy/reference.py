@@ -70,6 +70,7 @@ def degrees_of(src: CRS, xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np
 
 
 def extent_of(lon: np.ndarray, lat: np.ndarray) -> AreaOfInterest | None:
+    """The area of interest of points in degrees; None when none of them converted."""
     if not lon.size:
         return None
     return AreaOfInterest(float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))

@@ -11,15 +11,34 @@ import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from llmc_mcp.capture import sha256_of
-from llmc_mcp.config import MiB, Quota
-from llmc_mcp.durable import atomic_write
+from llmc_mcp.config import Quota
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
+from llmc_mcp.outputs.accounting import (
+    FREE_OUTPUTS,
+    Standing,
+    account_of,
+    disk_free,
+    reserve_text,
+    session_bytes_text,
+    size_text,
+    usage_of,
+    workspace_bytes_text,
+)
+from llmc_mcp.outputs.disk import (
+    family,
+    file_identity,
+    is_alive,
+    move_into_place,
+    now_text,
+    process_identity,
+    unlink_with_sidecars,
+    write_json,
+)
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
     Grant,
@@ -31,56 +50,9 @@ from llmc_mcp.outputs.models import (
 from llmc_mcp.provenance.authenticity import Claim, RecordSigner, seal, verify_claims
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.reflection.store import JustificationStore
-from llmc_mcp.sessions import principal
 from llmc_mcp.workspace import Workspace, check_relative_name
 
 log = logging.getLogger(__name__)
-
-_FREE_OUTPUTS = "Remove outputs no longer needed with files.remove (files.list() marks them written_by_llmc),"
-"""How a session frees its quota itself: the first fix of every quota refusal."""
-
-
-@dataclass(frozen=True)
-class _Usage:
-    bytes: int
-    files: int
-
-
-@dataclass(frozen=True)
-class _Standing:
-    """What a session and the workspace hold before ``rel`` is written.
-
-    Overwriting an output frees its bytes and adds no file (to the session, if it was its own).
-    """
-
-    session: _Usage
-    workspace: _Usage
-    freed: int
-    replaces: bool
-    own: bool
-
-    @classmethod
-    def of(cls, records: Mapping[str, OutputRecord], account: str, rel: str) -> _Standing:
-        replaced = records.get(rel)
-        return cls(
-            session=_usage(r for r in records.values() if r.session == account),
-            workspace=_usage(records.values()),
-            freed=replaced.bytes if replaced is not None else 0,
-            replaces=replaced is not None,
-            own=replaced is not None and replaced.session == account,
-        )
-
-    @property
-    def freed_in_session(self) -> int:
-        return self.freed if self.own else 0
-
-    @property
-    def new_to_session(self) -> int:
-        return 0 if self.own else 1
-
-    @property
-    def new_file(self) -> int:
-        return 0 if self.replaces else 1
 
 
 class OutputLedger:
@@ -92,7 +64,7 @@ class OutputLedger:
         self.quota = quota or Quota()
         self._signer = signer
         self.dir = workspace.root / ".llmc" / "outputs"
-        self.owner = _process_identity(os.getpid())
+        self.owner = process_identity(os.getpid())
         self._journal = self.dir / "journal" / self.owner
         self._ledger = self.dir / "ledger.json"
         self._lock = threading.RLock()
@@ -107,17 +79,17 @@ class OutputLedger:
         """Grant one write of ``dst`` to ``session``, or raise :class:`QuotaExceeded`."""
         path = self.workspace.output_path(dst, argument="dst")
         rel = self.workspace.relative(path)
-        account = _account(session)
+        account = account_of(session)
         with self._locked():
             records = self._load()
             self._check_not_original(path, records)
-            now = _Standing.of(records, account, rel)
+            now = Standing.of(records, account, rel)
             self._check_files(now.session.files + now.new_to_session, now.workspace.files + now.new_file, rel)
             mine, everyone = self._charged(account)
             limits = [
                 (
                     self.quota.session_bytes - now.session.bytes - mine + now.freed_in_session,
-                    self._session_bytes_text(now.session, mine),
+                    session_bytes_text(self.quota, now.session, mine),
                 ),
                 (
                     self.quota.workspace_bytes
@@ -125,9 +97,12 @@ class OutputLedger:
                     - everyone
                     - self._in_flight_bytes()
                     + now.freed,
-                    self._workspace_bytes_text(now.workspace, everyone),
+                    workspace_bytes_text(self.quota, now.workspace, everyone),
                 ),
-                (self._disk_free() - self.quota.reserve_bytes, self._reserve_text()),
+                (
+                    disk_free(self.workspace.root) - self.quota.reserve_bytes,
+                    reserve_text(self.quota, disk_free(self.workspace.root)),
+                ),
             ]
             max_bytes, (bound, fix) = min(limits, key=lambda limit: limit[0])
             if max_bytes <= 0:
@@ -141,10 +116,10 @@ class OutputLedger:
                 "tmp": self.workspace.relative(tmp),
                 "dst": rel,
                 "dirs": [self.workspace.relative(d) for d in dirs],
-                "started_at": _now(),
+                "started_at": now_text(),
             }
             # The session key stays in memory: on disk, where workers can read, it would name a session.
-            _write_json(self._journal / f"{token}.json", {k: v for k, v in entry.items() if k != "worker"})
+            write_json(self._journal / f"{token}.json", {k: v for k, v in entry.items() if k != "worker"})
             self._pending[token] = entry
         try:
             self.workspace.make_dirs(dirs)
@@ -160,7 +135,7 @@ class OutputLedger:
         """
         entry = self._entry(session, token)
         tmp, dst = self.workspace.root / entry["tmp"], self.workspace.root / entry["dst"]
-        account = _account(session)
+        account = account_of(session)
         try:  # before the lock: hashing the output takes time, and other sessions commit meanwhile
             sealed = self._seal(entry, tmp)
         except BaseException:
@@ -170,7 +145,7 @@ class OutputLedger:
             try:
                 if not tmp.is_file():
                     raise InvalidArgument(f"The temporary file of '{entry['dst']}' is missing.")
-                if sealed is not None and _identity(tmp.stat()) != sealed:
+                if sealed is not None and file_identity(tmp.stat()) != sealed:
                     raise Refused(
                         f"'{entry['dst']}' changed after the server hashed it for its provenance record; "
                         "it was not kept.",
@@ -178,21 +153,25 @@ class OutputLedger:
                     )
                 size = sum(p.stat().st_size for p in family(tmp))
                 records = self._load()
-                now = _Standing.of(records, account, entry["dst"])
+                now = Standing.of(records, account, entry["dst"])
                 mine, everyone = self._charged(account)
                 if now.session.bytes + mine - now.freed_in_session + size > self.quota.session_bytes:
-                    bound, fix = self._session_bytes_text(now.session, mine)
-                    raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
+                    bound, fix = session_bytes_text(self.quota, now.session, mine)
+                    raise QuotaExceeded(
+                        f"'{entry['dst']}' ({size_text(size)}) was not kept: {bound}.", fix=fix
+                    )
                 if now.workspace.bytes + everyone - now.freed + size > self.quota.workspace_bytes:
-                    bound, fix = self._workspace_bytes_text(now.workspace, everyone)
-                    raise QuotaExceeded(f"'{entry['dst']}' ({_size(size)}) was not kept: {bound}.", fix=fix)
-                _move_into_place(tmp, dst)
+                    bound, fix = workspace_bytes_text(self.quota, now.workspace, everyone)
+                    raise QuotaExceeded(
+                        f"'{entry['dst']}' ({size_text(size)}) was not kept: {bound}.", fix=fix
+                    )
+                move_into_place(tmp, dst)
             except BaseException:
                 self._discard(entry)
                 raise
             info = dst.stat()
             record = OutputRecord(
-                entry["dst"], size, account, _now(), info.st_ino, info.st_mtime_ns, info.st_ctime_ns
+                entry["dst"], size, account, now_text(), info.st_ino, info.st_mtime_ns, info.st_ctime_ns
             )
             records[record.path] = record
             self._save(records)
@@ -218,9 +197,9 @@ class OutputLedger:
         record = Path(f"{tmp}{RECORD_SUFFIX}")
         if not os.path.lexists(record) or not tmp.is_file():
             return None  # no record to vouch for (a write outside any call); nothing is signed
-        before = _identity(tmp.stat())
+        before = file_identity(tmp.stat())
         digest = sha256_of(tmp)
-        if _identity(tmp.stat()) != before:
+        if file_identity(tmp.stat()) != before:
             raise Refused(
                 f"'{dst}' changed while the server hashed it for its provenance record; it was not kept.",
                 fix="Run the operation again.",
@@ -255,7 +234,7 @@ class OutputLedger:
             return 0
         swept = 0
         for folder in journals.iterdir():
-            if folder.name == self.owner or _alive(folder.name):
+            if folder.name == self.owner or is_alive(folder.name):
                 continue
             for path in folder.glob("*.json"):
                 try:
@@ -302,23 +281,23 @@ class OutputLedger:
         """
         path = self._named_file(name)
         rel = self.workspace.relative(path)
-        account = _account(session)
+        account = account_of(session)
         with self._locked():
             records = self._load()
             record = records.get(rel)
             if record is None:
                 raise self._refusal(rel)
-            removed = _unlink_with_sidecars(self.workspace, path, record)
+            removed = unlink_with_sidecars(self.workspace, path, record)
             del records[rel]
             self._save(records)
-            left = _usage(r for r in records.values() if r.session == account)
+            left = usage_of(r for r in records.values() if r.session == account)
         return Removal(rel, removed, record.bytes, left.bytes, left.files)
 
     def _check_not_original(self, path: Path, records: Mapping[str, OutputRecord]) -> None:
         """Refuse a write that would replace, or take the sidecars of, a file llmc-mcp did not write.
 
         A commit renames the new file onto ``dst`` and replaces or deletes each of ``dst``'s sidecars
-        (:func:`_move_into_place`): only an output in the ledger, unchanged since, may be so replaced,
+        (:func:`move_into_place`): only an output in the ledger, unchanged since, may be so replaced,
         with the sidecars that go with it. Any other existing name (``dst`` or a sidecar of it, unless
         the sidecar is itself an output, such as the record of an earlier failed run) is someone's
         original, unless the server runs with ``--allow-overwrite-originals``.
@@ -491,7 +470,7 @@ class OutputLedger:
 
     def _save(self, records: Mapping[str, OutputRecord]) -> None:
         outputs = [{**asdict(r), "digest": self.signer.sign_bytes(r.payload())} for r in records.values()]
-        _write_json(self._ledger, {"version": 2, "outputs": outputs})
+        write_json(self._ledger, {"version": 2, "outputs": outputs})
 
     @property
     def signer(self) -> RecordSigner:
@@ -504,7 +483,7 @@ class OutputLedger:
             raise QuotaExceeded(
                 f"Writing '{rel}' was refused: this session already wrote {session_files - 1} files, its "
                 f"quota (--quota-session-files {self.quota.session_files}). Nothing was written.",
-                fix=f"{_FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
+                fix=f"{FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
                 "user to raise --quota-session-files.",
             )
         if workspace_files > self.quota.workspace_files:
@@ -512,7 +491,7 @@ class OutputLedger:
                 f"Writing '{rel}' was refused: llmc-mcp outputs in this workspace number "
                 f"{workspace_files - 1}, its quota (--quota-workspace-files {self.quota.workspace_files}). "
                 "Nothing was written.",
-                fix=f"{_FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
+                fix=f"{FREE_OUTPUTS} overwrite earlier outputs instead of writing new names, or ask the "
                 "user to raise --quota-workspace-files.",
             )
 
@@ -523,44 +502,6 @@ class OutputLedger:
             of_account, of_all = usage(account)
             mine, everyone = mine + of_account, everyone + of_all
         return mine, everyone
-
-    def _session_bytes_text(self, use: _Usage, charged: int = 0) -> tuple[str, str]:
-        return (
-            f"this session's output quota is {_size(self.quota.session_bytes)} (--quota-session-mb "
-            f"{self.quota.session_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files"
-            + _charged_text(charged),
-            f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
-            "outputs instead of writing new names, or ask the user to raise --quota-session-mb.",
-        )
-
-    def _workspace_bytes_text(self, use: _Usage, charged: int = 0) -> tuple[str, str]:
-        return (
-            f"the workspace's output quota is {_size(self.quota.workspace_bytes)} (--quota-workspace-mb "
-            f"{self.quota.workspace_bytes // MiB}) and {_size(use.bytes)} of it is used by {use.files} files"
-            + _charged_text(charged),
-            f"{_FREE_OUTPUTS} write a compressed output (compress='DEFLATE' or 'ZSTD'), overwrite earlier "
-            "outputs instead of writing new names, or ask the user to raise --quota-workspace-mb.",
-        )
-
-    def _reserve_text(self) -> tuple[str, str]:
-        return (
-            f"the disk has {_size(self._disk_free())} free and {_size(self.quota.reserve_bytes)} are kept "
-            f"free for the server's own records (--disk-reserve-mb {self.quota.reserve_bytes // MiB})",
-            "Write a compressed output (compress='DEFLATE' or 'ZSTD'), or ask the user to free disk space.",
-        )
-
-    def _disk_free(self) -> int:
-        stat = os.statvfs(self.workspace.root)
-        return stat.f_bavail * stat.f_frsize
-
-
-def family(tmp: Path) -> list[Path]:
-    """The temporary file and everything GDAL wrote beside it under its name (sidecars, COG temps)."""
-    try:
-        entries = list(os.scandir(tmp.parent))
-    except FileNotFoundError:
-        return []
-    return [Path(e.path) for e in entries if e.name.startswith(tmp.name) and e.is_file(follow_symlinks=False)]
 
 
 _REMOVE_FIX = (
@@ -575,104 +516,3 @@ def _record(item: Mapping[str, Any]) -> OutputRecord | None:
     except (KeyError, TypeError):
         return None
     return record if isinstance(record.path, str) else None
-
-
-def _unlink_with_sidecars(workspace: Workspace, path: Path, record: OutputRecord) -> list[str]:
-    """Unlink ``path`` and its regular-file sidecars, through a handle on the folder checked.
-
-    The folder is opened once and must really be ``path``'s (no link swapped in since it was
-    resolved); the file's identity is checked in that folder right before the unlink.
-    """
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        info = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
-        if os.readlink(f"/proc/self/fd/{fd}") != str(path.parent) or not record.describes(info):
-            raise RemoveRefused(
-                f"path: '{record.path}' changed while it was being removed; nothing was deleted.",
-                fix="Look at it again with files.list() before removing it.",
-            )
-        os.unlink(path.name, dir_fd=fd)
-        removed = [record.path]
-        for suffix in SIDECAR_SUFFIXES:
-            name = path.name + suffix
-            try:
-                if stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                    os.unlink(name, dir_fd=fd)
-                    removed.append(workspace.relative(path.parent / name))
-            except FileNotFoundError:
-                continue
-    finally:
-        os.close(fd)
-    return removed
-
-
-def _move_into_place(tmp: Path, dst: Path) -> None:
-    """Rename ``tmp`` onto ``dst``, then give ``dst`` the new file's sidecars.
-
-    A sidecar of the file replaced (stale statistics, external overviews or mask) would be read as
-    belonging to the new one: each is replaced by the new file's, or removed where GDAL wrote none.
-    """
-    os.replace(tmp, dst)
-    for suffix in SIDECAR_SUFFIXES:
-        new, old = Path(f"{tmp}{suffix}"), Path(f"{dst}{suffix}")
-        if new.exists():
-            os.replace(new, old)
-        else:
-            old.unlink(missing_ok=True)
-    for leftover in family(tmp):
-        leftover.unlink(missing_ok=True)
-
-
-def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
-    """What changes with any write to a file: only the kernel sets the ctime."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-def _account(session: str) -> str:
-    """Whose quota a write counts against: its session, or every stateless caller alike."""
-    return principal(session) or session
-
-
-def _charged_text(charged: int) -> str:
-    return f" and {_size(charged)} by workflow states, open questions and justifications" if charged else ""
-
-
-def _usage(records: Iterable[OutputRecord]) -> _Usage:
-    total = files = 0
-    for record in records:
-        total += record.bytes
-        files += 1
-    return _Usage(total, files)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """Write ``path`` atomically and durably, as the justification store writes its records."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(data, separators=(",", ":")).encode())
-
-
-def _process_identity(pid: int) -> str:
-    """``<pid>-<start time>``: names a process uniquely across pid reuse (start time in clock ticks)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return f"{pid}-0"
-    return f"{pid}-{stat.rsplit(')', 1)[1].split()[19]}"
-
-
-def _alive(owner: str) -> bool:
-    pid, _, _ = owner.partition("-")
-    if not pid.isdigit():
-        return False
-    return _process_identity(int(pid)) == owner
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"

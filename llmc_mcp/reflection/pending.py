@@ -60,6 +60,7 @@ class ChargedLedger(Protocol):
 
     def outputs(self) -> Mapping[str, WrittenOutput]: ...
 
+
 PENDING_TTL = 24 * 3600.0
 """Seconds an unanswered hint stays valid: long enough for a human to look, short enough to expire."""
 MAX_OPEN_HINTS = 200

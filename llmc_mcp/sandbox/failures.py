@@ -18,12 +18,14 @@ def refused_code(code: object) -> dict[str, Any] | None:
 
 
 def code_failure(kind: str, message: str, fix: str) -> dict[str, Any]:
+    """The answer to code refused before it reached the worker: nothing ran, the session is as it was."""
     failure = limit_failure(kind, message + " Nothing ran; the session is unchanged.", fix, reset=False)
     failure["session"] = {"fresh": False, "unchanged": True}
     return failure
 
 
 def crash_message(returncode: int | None, exc: Exception) -> str:
+    """Why the worker died, from its exit status, in words an agent can act on."""
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
         cause = {
@@ -74,6 +76,7 @@ def timeout_fix(operation: object = None) -> str:
 
 
 def limit_failure(kind: str, message: str, fix: str, *, reset: bool = True) -> dict[str, Any]:
+    """The answer to a call a limit stopped; ``reset`` says whether the session lost its variables."""
     return {
         "ok": False,
         "stdout": "",

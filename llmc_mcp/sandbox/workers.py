@@ -44,6 +44,7 @@ NEUTRAL_CWD = "/"
 
 
 def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
+    """The limits a session's worker starts with, from the server's settings."""
     return WorkerConfig(
         workspace=workspace,
         memory_mb=settings.memory_mb,
@@ -82,6 +83,8 @@ class WorkerStartError(Exception):
 
 @dataclass
 class Worker:
+    """A live worker process: the session it serves, its channel, and its call bookkeeping."""
+
     key: str
     """The session it serves."""
     process: Process

@@ -75,5 +75,3 @@ def handshake_sampler(ctx: Context) -> Ask:
 def text_of(content: object) -> str:
     blocks = content if isinstance(content, list) else [content]
     return "".join(getattr(block, "text", "") for block in blocks)
-
-
