@@ -21,12 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, RecordExists, Refused
+from llmc_mcp.operations.workflows.answers import (
+    ANSWER_WORDS,
+    JUSTIFICATION_SHAPE,
+    AnswerInvalid,
+    answer_problems,
+    check_inputs,
+    justification_errors,
+)
 from llmc_mcp.operations.workflows.definitions import Step, Workflow
 from llmc_mcp.operations.workflows.loading import Catalog, ParsedFiles, load_catalog
 from llmc_mcp.operations.workflows.models import (
@@ -50,7 +57,7 @@ from llmc_mcp.operations.workflows.templates import (
 )
 from llmc_mcp.operations.workflows.validate import successors
 from llmc_mcp.reflection.gate import Gate
-from llmc_mcp.reflection.schema import Justification, text_problem, validate_justification
+from llmc_mcp.reflection.schema import validate_justification
 from llmc_mcp.reflection.specs import check_facts
 from llmc_mcp.reflection.store import Record
 from llmc_mcp.workspace import Workspace
@@ -59,30 +66,8 @@ if TYPE_CHECKING:
     from llmc_mcp.outputs import OutputLedger
 
 Face = Literal["code", "classic"]
-MAX_ANSWER_CHARS = 64_000
-MAX_INPUT_CHARS = 4_000
-MAX_LIST_ITEMS = 50
-MAX_ANSWER_DEPTH = 16
-"""Lists and objects inside one another in an answer (a justification is three deep)."""
 CALL_SECONDS = 10.0
 """The deadline of the rendering one engine call does (normally milliseconds; bounded by steps too)."""
-JUSTIFICATION_SHAPE = (
-    '{"intent": ..., "alternatives": [{"method": ..., "why_not": ...}], "choice": {"method": ..., '
-    '"rationale": ..., "tradeoffs": ...}, "confidence": "low"|"medium"|"high"}'
-)
-_ANSWER_WORDS = {
-    "text": "your answer as text",
-    "list": "a list of texts",
-    "number": "a number",
-    "justification": "a justification " + JUSTIFICATION_SHAPE,
-    "any": "any JSON value",
-}
-
-
-class AnswerInvalid(LlmcError):
-    """A submitted answer was refused; ``details["errors"]`` lists every problem. Nothing was saved."""
-
-    kind = "answer_invalid"
 
 
 class Engine:
@@ -135,7 +120,7 @@ class Engine:
     def start(self, name: str, inputs: Mapping[str, Any], principal: str | None) -> WorkflowProgress:
         budget = Budget.for_seconds(CALL_SECONDS)
         workflow = _find(self.catalog(), name)
-        values = _check_inputs(workflow, inputs)
+        values = check_inputs(workflow, inputs)
         now = time.time()
         state = WorkflowState(
             principal=principal,
@@ -204,7 +189,7 @@ class Engine:
         workflow = _definition(state)
         current = _current(workflow, state, step)
         values = _values(state, current)
-        problems = _answer_problems(current.answer_kind, answer)
+        problems = answer_problems(current.answer_kind, answer)
         if current.answer_kind == "text" and not isinstance(answer, str) and not problems:
             # MCP SDKs parse a JSON-looking string argument before the tool sees it (Claude Desktop
             # sends lists as strings): a text answer that was JSON is kept as the text it was.
@@ -269,18 +254,18 @@ class Engine:
             raw = _requirement_args(step, values, answer, budget)
             args = op.validate(raw)
         except (TemplateError, LlmcError) as exc:
-            problems.extend(_justification_errors(answer))
+            problems.extend(justification_errors(answer))
             problems.append(f"{requirement.operation} cannot be set up from this answer: {exc}")
             return None
         if check_problem:
-            problems.extend(_justification_errors(answer))
+            problems.extend(justification_errors(answer))
             problems.append(f"{requirement.operation} refuses these arguments: {check_problem}")
             return None
         decisions = [d for d in op.decisions(args, check_facts(facts)) if d.domain == requirement.domain]
         if not decisions:
             # This choice is not a consequential one for the operation (a lossless compression): the
             # answer is kept as reasoning, but there is no decision to store it for.
-            problems.extend(_justification_errors(answer))
+            problems.extend(justification_errors(answer))
             return None
         decision = decisions[0]
         template = self.gate.prompts.get(decision.prompt)
@@ -333,10 +318,10 @@ class Engine:
     def _next_action(self, state_id: str, step: Step, *, answer_kind: str) -> str | ToolCall:
         if self.face == "code":
             call = f"workflows.submit({state_id!r}, answer, step={step.id!r})"
-            return f"{call}  # answer: {_ANSWER_WORDS[answer_kind]}"
+            return f"{call}  # answer: {ANSWER_WORDS[answer_kind]}"
         return ToolCall(
             tool="workflow_submit",
-            arguments={"state_id": state_id, "step": step.id, "answer": f"<{_ANSWER_WORDS[answer_kind]}>"},
+            arguments={"state_id": state_id, "step": step.id, "answer": f"<{ANSWER_WORDS[answer_kind]}>"},
         )
 
 
@@ -454,92 +439,6 @@ def _choose(workflow: Workflow, step: Step, values: dict[str, Any], budget: Budg
     return [f"step {step.id!r}: no branch applies"]  # validation requires a default branch
 
 
-def _answer_problems(kind: str, answer: Any) -> list[str]:
-    shape = _data_problem(answer, "answer")
-    if shape is not None:
-        return [shape]
-    size = len(json.dumps(answer, ensure_ascii=False))
-    if size > MAX_ANSWER_CHARS:
-        return [f"answer: {size} characters serialized, the limit is {MAX_ANSWER_CHARS}; summarize"]
-    if kind == "text" and (
-        answer is None or answer == "" or (isinstance(answer, str) and not answer.strip())
-    ):
-        return [f"answer: must be non-empty text, got {_kind(answer) if answer is None else 'empty text'}"]
-    if kind == "number" and (isinstance(answer, bool) or not isinstance(answer, int | float)):
-        return [f"answer: must be a number, got {_kind(answer)}"]
-    if kind == "list":
-        if not isinstance(answer, list) or not answer:
-            return [f"answer: must be a non-empty list of texts, got {_kind(answer)}"]
-        problems = [f"answer[{i}]: must be non-empty text, got {_kind(item)}" for i, item in enumerate(answer)
-                    if not (isinstance(item, str) and item.strip())]  # fmt: skip
-        if len(answer) > MAX_LIST_ITEMS:
-            problems.append(f"answer: {len(answer)} items, at most {MAX_LIST_ITEMS}")
-        return problems
-    if kind == "justification" and not isinstance(answer, dict):
-        return [f"answer: must be a justification object {JUSTIFICATION_SHAPE}, got {_kind(answer)}"]
-    return []
-
-
-def _data_problem(value: Any, where: str) -> str | None:
-    """Why ``value`` is not data a client may have kept in a state: anything but JSON data, nested over
-    :data:`MAX_ANSWER_DEPTH`, a number that is not finite, or text (keys too) that is too long or holds
-    a character no text may (controls, bidirectional formatting, lone surrogates, which cannot even be
-    written as UTF-8). Walked without recursion, stopping at the first problem."""
-    todo: list[tuple[Any, str, int]] = [(value, where, 0)]
-    while todo:
-        item, at, depth = todo.pop()
-        if depth > MAX_ANSWER_DEPTH:
-            return f"{where}: nested more than {MAX_ANSWER_DEPTH} lists or objects deep"
-        if isinstance(item, str):
-            if (problem := text_problem(item, MAX_ANSWER_CHARS)) is not None:
-                return f"{at}: the text {problem}"
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"{at}: {item} is not a finite number"
-        elif isinstance(item, list):
-            todo.extend((v, f"{at}[{i}]", depth + 1) for i, v in enumerate(item))
-        elif isinstance(item, dict):
-            for key, v in item.items():
-                if not isinstance(key, str) or text_problem(key, 200) is not None:
-                    return f"{at}: a key is not plain text of at most 200 characters"
-                todo.append((v, f"{at}.{key}", depth + 1))
-        elif item is not None and not isinstance(item, bool | int | float):
-            return f"{at}: not JSON data (text, numbers, lists and objects only)"
-    return None
-
-
-def _justification_errors(answer: Any) -> list[str]:
-    """The schema errors of a justification, for answers refused before the decision is known."""
-    from pydantic import ValidationError
-
-    try:
-        Justification.model_validate(answer)
-    except ValidationError as exc:
-        return [
-            f"{'.'.join(str(p) for p in err['loc']) or 'justification'}: {err['msg']}"
-            for err in exc.errors(include_url=False)
-        ]
-    return []
-
-
-def _check_inputs(workflow: Workflow, inputs: Mapping[str, Any]) -> dict[str, str]:
-    declared = {spec.name for spec in workflow.inputs}
-    problems = [f"{name}: unknown input" for name in sorted(set(inputs) - declared)]
-    problems += [f"{name}: required" for name in sorted(declared - set(inputs))]
-    for name, value in inputs.items():
-        if name in declared and not (isinstance(value, str) and value.strip()):
-            problems.append(f"{name}: must be non-empty text, got {_kind(value)}")
-        elif name in declared and (problem := text_problem(value, MAX_INPUT_CHARS)) is not None:
-            problems.append(f"{name}: the text {problem}")
-    if problems:
-        wanted = ", ".join(f"{s.name} ({s.description})" for s in workflow.inputs) or "none"
-        raise InvalidArgument(
-            f"{workflow.name}: " + "; ".join(problems),
-            fix=f"Its inputs: {wanted}.",
-            details={"errors": problems},
-        )
-    return {name: str(inputs[name]) for name in declared}
-
-
 def _inputs(workflow: Workflow) -> list[WorkflowInput]:
     return [WorkflowInput(name=s.name, description=s.description) for s in workflow.inputs]
 
@@ -565,14 +464,6 @@ def _step_info(workflow: Workflow, step: Step) -> WorkflowStepInfo:
         requires=f"{requires.domain} via {requires.operation}" if requires is not None else None,
         next=successors(workflow, step),
         complete=step.complete,
-    )
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
-        type(value), type(value).__name__
     )
 
 
