@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,9 +83,24 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand this worker's count of checked records to the controller (the
+    session fixture above has been torn down by now)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["provenance_records_checked"] = sum(_RECORDS_CHECKED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller adds up what each pytest-xdist worker checked."""
+    _RECORDS_CHECKED.append(int(node.workeroutput.get("provenance_records_checked", 0)))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _RECORDS_CHECKED:
-        count = _RECORDS_CHECKED[0]
+        count = sum(_RECORDS_CHECKED)
         terminalreporter.write_line(f"provenance records checked against the manifest format: {count}")
 
 

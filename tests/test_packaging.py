@@ -23,6 +23,10 @@ NOT_IN_A_CLONE = (
 )  # fmt: skip
 """What a checkout accumulates and a clone does not have."""
 
+# One wheel and one installed venv for the whole module: in a parallel run (scripts/test, -n with
+# --dist loadgroup) its tests share one process instead of building them once per process.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:

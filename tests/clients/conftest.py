@@ -40,6 +40,14 @@ PYTHON_CLIENTS = ROOT / ".clients"  # one virtualenv per Python client (scripts/
 PYTHON_INSTALL_HINT = "run scripts/install-python-clients"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each client module runs in one process of a parallel run (``--dist loadgroup``): its tests
+    share one server per mode (:func:`http_server`) as they do in a serial run."""
+    for item in items:
+        if item.path.parent == Path(__file__).parent:
+            item.add_marker(pytest.mark.xdist_group(f"clients-{item.path.stem}"))
+
+
 
 def need(condition: object, reason: str) -> None:
     """Skip (or, with LLMC_MCP_REQUIRE_CLIENTS=1, fail) unless ``condition`` holds."""
