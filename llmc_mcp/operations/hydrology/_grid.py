@@ -31,6 +31,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.engine import Engine
+from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import read_valid
@@ -103,8 +104,7 @@ def check_size(ds: DatasetReader, shown: str, argument: str) -> None:
 
 def check_grid(ds: DatasetReader, shown: str, argument: str) -> None:
     """A north-up (or south-up) grid of one band: D8 neighbours are rows and columns."""
-    t = ds.transform
-    if t.b != 0 or t.d != 0:
+    if is_rotated(ds.transform):
         raise InvalidArgument(
             f"{argument}: '{shown}' has a rotated or sheared grid; D8 neighbours are rows and columns.",
             fix="Write a north-up copy with raster.reproject (dst_crs: its own CRS) and route that.",

@@ -40,6 +40,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.cell_areas import CellAreas
+from llmc_mcp.compute.grid_checks import check_cell_size, check_north_up
 from llmc_mcp.compute.models import AreaMethod
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.crs_text import parse_crs
@@ -241,18 +242,14 @@ def _check_band(ds: DatasetReader, band: int, shown: str) -> np.dtype:
 
 
 def _check_grid(ds: DatasetReader, shown: str) -> CRS:
-    t = ds.transform
-    if t.b != 0 or t.d != 0:
-        raise InvalidArgument(
-            f"'{shown}' has a rotated or sheared grid (geotransform b={t.b:g}, d={t.d:g}); raster.area "
-            "measures north-up (or south-up) grids only.",
-            fix="Write a north-up copy first with raster.reproject (dst_crs: the file's own CRS, resampling "
-            "'nearest' for classes), then measure the copy.",
-        )
-    if t.a == 0 or t.e == 0:
-        raise InvalidArgument(
-            f"'{shown}' has a zero cell size in its geotransform.", fix="Fix its georeferencing."
-        )
+    check_north_up(
+        ds.transform,
+        shown,
+        "; raster.area measures north-up (or south-up) grids only.",
+        fix="Write a north-up copy first with raster.reproject (dst_crs: the file's own CRS, resampling "
+        "'nearest' for classes), then measure the copy.",
+    )
+    check_cell_size(ds.transform, shown)
     if ds.crs is None:
         raise InvalidArgument(
             f"'{shown}' has no CRS, so its cells have no known ground size.",

@@ -41,6 +41,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.engine import Engine
+from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.models import Bounds
 from llmc_mcp.compute.output import (
     check_src_dst,
@@ -144,7 +145,7 @@ def clip(
     ):
         shown = ctx.workspace.relative(src_path)
         dtype = single_dtype(source, shown)
-        rotated = source.transform.b != 0 or source.transform.d != 0
+        rotated = is_rotated(source.transform)
         box, transformation = _box_in_raster_crs(source, bounds, bounds_crs, shown)
         box_transformed = transformation is not None
         rect = Window(0, 0, source.width, source.height)

@@ -33,6 +33,7 @@ from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
+from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.output import (
     GEOTIFF_SUFFIXES,
     creation_options,
@@ -306,7 +307,7 @@ def _check_sources(
                 fix="Mosaic rasters with the same bands; raster.calc extracts one (expression 'b', inputs "
                 "[{'name': 'b', 'path': ..., 'band': n}]) to mosaic band by band.",
             )
-        if ds.transform.b != 0 or ds.transform.d != 0:
+        if is_rotated(ds.transform):
             raise InvalidArgument(
                 f"sources '{name}' has a rotated grid; the mosaic's cells are north-up.",
                 fix=f"raster.reproject '{name}' to its own CRS first (that writes a north-up grid).",

@@ -23,6 +23,7 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.polygons import EXTENSIONS, Polygons, read_polygons
 from llmc_mcp.compute.progress import fraction_callback
@@ -153,7 +154,7 @@ def _scale_offset(ds: DatasetReader, band: int) -> tuple[float, float]:
 
 
 def _check_north_up(ds: DatasetReader, shown: str) -> None:
-    if ds.transform.b or ds.transform.d:
+    if is_rotated(ds.transform):
         raise RasterError(
             f"path: '{shown}' has a rotated grid; cell coverage by polygons is computed on north-up grids.",
             fix="raster.reproject it onto a north-up grid (same CRS) first.",

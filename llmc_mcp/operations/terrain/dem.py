@@ -32,6 +32,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.engine import Engine
+from llmc_mcp.compute.grid_checks import check_cell_size, check_north_up
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.crs_text import parse_crs
@@ -117,18 +118,14 @@ class Dem:
         dtype = np.dtype(ds.dtypes[0])
         if dtype.kind == "c":
             raise InvalidArgument(f"band 1 of '{shown}' is complex-valued.", fix="Use a real-valued DEM.")
-        t = ds.transform
-        if t.b != 0 or t.d != 0:
-            raise InvalidArgument(
-                f"'{shown}' has a rotated or sheared grid (geotransform b={t.b:g}, d={t.d:g}): its rows and "
-                "columns are not east-west and north-south, which the 3x3 gradient needs.",
-                fix="Write a north-up copy with raster.reproject (dst_crs: the file's own CRS, resampling "
-                "'bilinear'), then use the copy.",
-            )
-        if t.a == 0 or t.e == 0:
-            raise InvalidArgument(
-                f"'{shown}' has a zero cell size in its geotransform.", fix="Fix its georeferencing."
-            )
+        check_north_up(
+            ds.transform,
+            shown,
+            ": its rows and columns are not east-west and north-south, which the 3x3 gradient needs.",
+            fix="Write a north-up copy with raster.reproject (dst_crs: the file's own CRS, resampling "
+            "'bilinear'), then use the copy.",
+        )
+        check_cell_size(ds.transform, shown)
         if ds.crs is None:
             raise InvalidArgument(
                 f"'{shown}' has no CRS, so its cell size has no known unit and slopes would be guesses.",
