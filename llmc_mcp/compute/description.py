@@ -14,6 +14,7 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.compute.context import ComputeContext
 from llmc_mcp.compute.models import Bounds, CrsRef, GeoreferencingReading, RasterInfo
+from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.gdal.datasets import Georeferencing, describe_georeferencing, georeferencing_of
 
@@ -38,6 +39,7 @@ def raster_header(ctx: ComputeContext, ds: DatasetReader, found: Georeferencing)
     file = Path(ds.name)
     structure = ds.tags(ns="IMAGE_STRUCTURE")
     tags, truncated = _bounded_tags(ds.tags())
+    scales, offsets = scales_offsets(ds, ds.indexes)
     return {
         "path": ctx.workspace.relative(file),
         "driver": ds.driver,
@@ -53,8 +55,8 @@ def raster_header(ctx: ComputeContext, ds: DatasetReader, found: Georeferencing)
         "layout": structure.get("LAYOUT"),
         "overviews": [ds.overviews(i) for i in ds.indexes],
         "descriptions": list(ds.descriptions),
-        "scales": [1.0 if v is None else float(v) for v in ds.scales],
-        "offsets": [0.0 if v is None else float(v) for v in ds.offsets],
+        "scales": scales,
+        "offsets": offsets,
         "units": [u or None for u in ds.units],
         "registration": _registration(ds.tags().get("AREA_OR_POINT")),
         "colorinterp": [ci.name for ci in ds.colorinterp],

@@ -35,6 +35,7 @@ from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
@@ -236,8 +237,7 @@ def read_elevation(ctx: OperationContext, ds: DatasetReader) -> np.ndarray:
     filled to float32-rounded spill heights anyway.
     """
     raw, valid = read_valid(ctx, ds, 1)
-    scale = ds.scales[0] if ds.scales[0] is not None else 1.0
-    offset = ds.offsets[0] if ds.offsets[0] is not None else 0.0
+    scale, offset = scale_offset(ds, 1)
     elevation = raw.astype("float64") * scale + offset
     return np.where(valid, elevation, np.nan).astype("float32")
 

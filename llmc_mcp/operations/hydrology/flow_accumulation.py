@@ -27,6 +27,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.cell_areas import CellAreas
 from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
@@ -314,8 +315,7 @@ def _check_same_grid(
 
 def _weights(ctx: OperationContext, ds: DatasetReader, valid: np.ndarray) -> tuple[np.ndarray, int]:
     raw, readable = read_valid(ctx, ds, 1)
-    scale = ds.scales[0] if ds.scales[0] is not None else 1.0
-    offset = ds.offsets[0] if ds.offsets[0] is not None else 0.0
+    scale, offset = scale_offset(ds, 1)
     values = np.where(readable, raw.astype("float64") * scale + offset, 0.0)
     return values, int((valid & ~readable).sum())
 

@@ -31,6 +31,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -290,8 +291,7 @@ def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, phy
             f"inputs.{spec['name']}: band {band} of '{spec['path']}' is complex-valued.",
             fix="Use a real-valued band.",
         )
-    scale = float(ds.scales[band - 1] if ds.scales[band - 1] is not None else 1.0)
-    offset = float(ds.offsets[band - 1] if ds.offsets[band - 1] is not None else 0.0)
+    scale, offset = scale_offset(ds, band)
     nodata = ds.nodatavals[band - 1]
     declared = scale != 1.0 or offset != 0.0
     used = CalcInputUsed(

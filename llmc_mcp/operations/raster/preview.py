@@ -21,6 +21,7 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.compute.output import data_kind
 from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -94,8 +95,7 @@ def preview(
         resampling = Resampling.nearest if classes else Resampling.average
         height, width = _preview_shape(ds.height, ds.width, max_size)
         raw, valid = read_valid(ctx, ds, indexes, out_shape=(height, width), resampling=resampling)
-        scales = [float(ds.scales[b - 1] if ds.scales[b - 1] is not None else 1.0) for b in indexes]
-        offsets = [float(ds.offsets[b - 1] if ds.offsets[b - 1] is not None else 0.0) for b in indexes]
+        scales, offsets = scales_offsets(ds, indexes)
         source_width, source_height = ds.width, ds.height
     opaque = valid.all(axis=0)
     if table is not None:

@@ -28,6 +28,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -157,8 +158,7 @@ def reclassify(
                 f"band {band} does not exist in '{src}', which has {source.count}.",
                 fix=f"Pass a band in 1..{source.count}.",
             )
-        scale = float(source.scales[band - 1] if source.scales[band - 1] is not None else 1.0)
-        offset = float(source.offsets[band - 1] if source.offsets[band - 1] is not None else 0.0)
+        scale, offset = scale_offset(source, band)
         applied = physical and (scale != 1.0 or offset != 0.0)
         options = creation_options(ctx, "DEFLATE", out_dtype, 1, None, None, cog=False)
         profile: dict[str, Any] = {

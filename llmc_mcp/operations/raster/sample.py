@@ -21,6 +21,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.points import cells_of, to_raster_crs
+from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -82,8 +83,7 @@ def sample(
         xs, ys = to_raster_crs(ds, given, crs, shown)
         rows, cols, inside = cells_of(ds, xs, ys)
         raw, valid = _read_points(ctx, ds, indexes, rows, cols, inside)
-        scales = [float(ds.scales[b - 1] if ds.scales[b - 1] is not None else 1.0) for b in indexes]
-        offsets = [float(ds.offsets[b - 1] if ds.offsets[b - 1] is not None else 0.0) for b in indexes]
+        scales, offsets = scales_offsets(ds, indexes)
         units = [ds.units[b - 1] or None for b in indexes]
         centres_x, centres_y = ds.transform @ (cols + 0.5, rows + 0.5)
     physical = raw * np.asarray(scales)[None, :] + np.asarray(offsets)[None, :]

@@ -18,6 +18,7 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -94,7 +95,7 @@ def stats(
                 fix="Summarise the other bands (pass bands=[...]).",
             )
         reads, how, approximate = _plan_reads(ds, approx)
-        linear = {b: _scale_offset(ds, b) for b in indexes}
+        linear = {b: scale_offset(ds, b) for b in indexes}
         applied = [b for b in indexes if physical and linear[b] != (1.0, 0.0)]
         # A negative scale reverses the order: physical p is stored (100 - p), so that is computed too.
         mirrored = [100.0 - p for p in wanted if any(linear[b][0] < 0 for b in applied)]
@@ -131,11 +132,6 @@ def stats(
         method += " Percentiles: " + "; ".join(percentile_methods) + "."
     method += _scaling_sentence(indexes, linear, applied, physical)
     return RasterStats(path=shown, bands=results, approx=approximate, method=method)
-
-
-def _scale_offset(ds: DatasetReader, band: int) -> tuple[float, float]:
-    scale, offset = ds.scales[band - 1], ds.offsets[band - 1]
-    return (1.0 if scale is None else float(scale), 0.0 if offset is None else float(offset))
 
 
 def _keep(stored: BandStats, wanted: list[float], scale: float, offset: float) -> BandStats:

@@ -27,6 +27,7 @@ from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.polygons import EXTENSIONS, Polygons, read_polygons
 from llmc_mcp.compute.progress import fraction_callback
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -128,7 +129,7 @@ def zonal_stats(
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=choice) as ds:
         shown = ctx.workspace.relative(Path(ds.name))
         check_bands(ds, [band], shown)
-        scale, offset = _scale_offset(ds, band)
+        scale, offset = scale_offset(ds, band)
         applied = physical and (scale, offset) != (1.0, 0.0)
         linear = (scale, offset) if applied else None
         if vector:
@@ -146,11 +147,6 @@ def _check_stats(stats: list[ZonalStat]) -> list[ZonalStat]:
             f"stats {list(stats)} names a statistic twice.", fix="List each statistic once."
         )
     return list(stats)
-
-
-def _scale_offset(ds: DatasetReader, band: int) -> tuple[float, float]:
-    scale, offset = ds.scales[band - 1], ds.offsets[band - 1]
-    return (1.0 if scale is None else float(scale), 0.0 if offset is None else float(offset))
 
 
 def _check_north_up(ds: DatasetReader, shown: str) -> None:
@@ -222,8 +218,8 @@ def _polygon_zones(
         stats=wanted,
         results=results,
         physical=linear is not None,
-        scale=_scale_offset(ds, band)[0],
-        offset=_scale_offset(ds, band)[1],
+        scale=scale_offset(ds, band)[0],
+        offset=scale_offset(ds, band)[1],
         zones_crs=polygons.source_crs,
         transformation=polygons.transformation,
         repaired_zones=polygons.repaired,
@@ -268,7 +264,7 @@ def _number(value: Any) -> float | None:
 
 def _excluded(linear: tuple[float, float] | None, physical: bool, ds: DatasetReader, band: int) -> str:
     text = "Nodata values, mask/alpha-masked cells and NaN/±Inf are excluded."
-    scale, offset = _scale_offset(ds, band)
+    scale, offset = scale_offset(ds, band)
     if linear is not None:
         text += f" Physical values: raw * {scale:g} + {offset:g} (the band's declared scale and offset)."
     elif not physical and (scale, offset) != (1.0, 0.0):
@@ -422,7 +418,7 @@ def _raster_zones(
         if distribution is not None:
             figures.update(distribution.figures(zone))
         results.append(ZoneStatistics(zone=int(zone), stats={s: figures.get(s) for s in wanted}))
-    scale, offset = _scale_offset(ds, band)
+    scale, offset = scale_offset(ds, band)
     method = (
         "Raster of zone ids on the same grid: every cell counts fully (coverage 1); cells that are nodata "
         "in the zone raster belong to no zone. "

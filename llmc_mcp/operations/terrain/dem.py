@@ -35,6 +35,7 @@ from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.grid_checks import check_cell_size, check_north_up
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
@@ -139,8 +140,7 @@ class Dem:
         crs = parse_crs(ds.crs.to_wkt())
         horizontal = horizontal_part(crs)
         factor, source = _z_factor(ds, crs, horizontal, z_factor, shown) if gradient else (None, None)
-        scale = float(ds.scales[0] if ds.scales[0] is not None else 1.0)
-        offset = float(ds.offsets[0] if ds.offsets[0] is not None else 0.0)
+        scale, offset = scale_offset(ds, 1)
         x_sign, y_sign = _axis_signs(horizontal, shown)
         if horizontal.is_geographic:
             ellipsoid = horizontal.ellipsoid
