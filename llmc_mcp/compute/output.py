@@ -298,12 +298,7 @@ def check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
     """Both paths, refused when dst is not a GeoTIFF name, is src itself (the write would destroy it) or
     is a file llmc-mcp did not write (an original: only the server's own outputs are replaced)."""
     src_path = ctx.workspace.input_path(src, argument="src")
-    dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
-        raise InvalidArgument(
-            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
-            fix="Name the output with a .tif extension.",
-        )
+    dst_path = geotiff_output_path(ctx, dst)
     if src_path == dst_path or (dst_path.exists() and os.path.samefile(src_path, dst_path)):
         raise InvalidArgument(
             f"dst is the same file as src ('{src}').", fix="Write to a new name, e.g. 'out/result.tif'."
@@ -311,6 +306,19 @@ def check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
     if ctx.outputs is not None:  # the server decides again when it grants the write
         ctx.outputs.check_writable(ctx.workspace.relative(dst_path))
     return src_path, dst_path
+
+
+def geotiff_output_path(ctx: ComputeContext, dst: str) -> Path:
+    """``dst`` as a workspace output path, refused unless it names a GeoTIFF, as every raster output
+    is. Public because calc, merge and hydrology, which check their several inputs against ``dst``
+    their own way, take the same first step as :func:`check_src_dst`."""
+    dst_path = ctx.workspace.output_path(dst, argument="dst")
+    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
+        raise InvalidArgument(
+            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
+            fix="Name the output with a .tif extension.",
+        )
+    return dst_path
 
 
 def single_dtype(ds: DatasetReader, shown: str) -> np.dtype:

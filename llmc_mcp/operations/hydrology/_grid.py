@@ -33,7 +33,7 @@ from rasterio.windows import Window
 from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.models import RasterInfo
-from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
+from llmc_mcp.compute.output import creation_options, describe_output, geotiff_output_path, write_atomically
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.crs_text import parse_crs
@@ -215,12 +215,7 @@ def neighbour_distances(ds: DatasetReader, shown: str, argument: str) -> Neighbo
 
 def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:
     """``dst`` as a path: a GeoTIFF name that is none of the inputs (writing would destroy it)."""
-    dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
-        raise InvalidArgument(
-            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
-            fix="Name the output with a .tif extension.",
-        )
+    dst_path = geotiff_output_path(ctx, dst)
     for argument, name in sources.items():
         if ctx.workspace.input_path(name, argument=argument) == dst_path:
             raise InvalidArgument(

@@ -29,7 +29,7 @@ from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.compute.output import GEOTIFF_SUFFIXES, creation_options, describe_output, write_atomically
+from llmc_mcp.compute.output import creation_options, describe_output, geotiff_output_path, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument, Refused
@@ -248,12 +248,7 @@ def _check_dst(
     ctx: OperationContext, dst: str, specs: Sequence[Mapping[str, Any]]
 ) -> tuple[Path, dict[str, Path]]:
     """The output path and each distinct input's resolved path (resolved once: the policy lists folders)."""
-    dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
-        raise InvalidArgument(
-            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
-            fix="Name the output with a .tif extension.",
-        )
+    dst_path = geotiff_output_path(ctx, dst)
     sources: dict[str, Path] = {}
     for spec in specs:
         if spec["path"] in sources:

@@ -35,10 +35,10 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.output import (
-    GEOTIFF_SUFFIXES,
     creation_options,
     data_kind,
     describe_output,
+    geotiff_output_path,
     single_dtype,
     write_atomically,
 )
@@ -204,12 +204,7 @@ def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tup
             f"sources names {len(sources)} rasters; at most {MAX_SOURCES}.",
             fix="Mosaic them in groups, then mosaic the groups.",
         )
-    dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if dst_path.suffix.lower() not in GEOTIFF_SUFFIXES:
-        raise InvalidArgument(
-            f"dst: '{dst}' does not end in .tif or .tiff, but the output is a GeoTIFF.",
-            fix="Name the output with a .tif extension.",
-        )
+    dst_path = geotiff_output_path(ctx, dst)
     paths: list[Path] = []
     for name in sources:
         path = ctx.workspace.input_path(name, argument="sources")
