@@ -32,7 +32,7 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, pyflwdir, read_elevation, write_grid
 from llmc_mcp.operations.hydrology._routing import kernels
-from llmc_mcp.operations.hydrology.models import ConditionMethod, ConditionResult
+from llmc_mcp.operations.hydrology.models import ConditionMethod, ConditionResult, OutputGrid
 from llmc_mcp.reflection.specs import HYDROLOGY_CONDITION
 
 
@@ -54,10 +54,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
 def condition(
     ctx: OperationContext,
     dem: Annotated[str, Field(description="Workspace-relative DEM (one band, north-up).")],
-    dst: Annotated[
-        str,
-        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
-    ],
+    dst: OutputGrid,
     method: Annotated[
         ConditionMethod,
         Field(

@@ -45,7 +45,7 @@ from llmc_mcp.operations.hydrology._grid import (
     write_grid,
 )
 from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
-from llmc_mcp.operations.hydrology.models import AccumulationUnits, FlowAccumulationResult
+from llmc_mcp.operations.hydrology.models import AccumulationUnits, FlowAccumulationResult, OutputGrid
 
 _MISSING = -9999.0
 ROUTINGS = ("d8", "dinf", "mfd")
@@ -81,10 +81,7 @@ def flow_accumulation(
     flow_dir: Annotated[
         str, Field(description="Workspace-relative flow directions from hydrology.flow_direction.")
     ],
-    dst: Annotated[
-        str,
-        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
-    ],
+    dst: OutputGrid,
     weights: Annotated[
         str | None,
         Field(

@@ -46,7 +46,7 @@ from llmc_mcp.operations.hydrology._grid import (
     write_grid,
 )
 from llmc_mcp.operations.hydrology._routing import FREEMAN_EXPONENT, kernels
-from llmc_mcp.operations.hydrology.models import FlowDirectionResult, FlowRouting
+from llmc_mcp.operations.hydrology.models import FlowDirectionResult, FlowRouting, OutputGrid
 from llmc_mcp.reflection.specs import HYDROLOGY_ROUTING
 
 DINF_ENCODING = (
@@ -94,10 +94,7 @@ def flow_direction(
     dem: Annotated[
         str, Field(description="Workspace-relative DEM, conditioned first (hydrology.condition).")
     ],
-    dst: Annotated[
-        str,
-        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
-    ],
+    dst: OutputGrid,
     routing: Annotated[
         FlowRouting,
         Field(

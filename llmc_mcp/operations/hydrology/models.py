@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.results import ResultModel
+
+OutputGrid = Annotated[
+    str,
+    Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
+]
+"""The ``dst`` of every hydrology operation, described once so that their schemas say the same."""
+
 
 ConditionMethod = Literal["fill", "fill_flats", "breach"]
 """Depression handling: 'fill' by pyflwdir (DD-MCP-052), 'fill_flats', 'breach' written here (DD-MCP-068)."""

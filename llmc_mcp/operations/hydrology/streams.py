@@ -22,7 +22,7 @@ from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import ACCUMULATION_TAG, check_dst, check_grid, write_grid
-from llmc_mcp.operations.hydrology.models import StreamsResult, ThresholdUnits
+from llmc_mcp.operations.hydrology.models import OutputGrid, StreamsResult, ThresholdUnits
 from llmc_mcp.reflection.specs import HYDROLOGY_STREAM_THRESHOLD
 
 STREAM_NODATA = 255
@@ -50,10 +50,7 @@ def streams(
     accumulation: Annotated[
         str, Field(description="Workspace-relative output of hydrology.flow_accumulation.")
     ],
-    dst: Annotated[
-        str,
-        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
-    ],
+    dst: OutputGrid,
     threshold: Annotated[
         float, Field(description="Drainage area that makes a cell a channel (>= threshold).")
     ],

@@ -29,7 +29,7 @@ from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
 from llmc_mcp.operations.hydrology.flow_accumulation import cell_areas, ground_areas
-from llmc_mcp.operations.hydrology.models import PourPoint, WatershedResult
+from llmc_mcp.operations.hydrology.models import OutputGrid, PourPoint, WatershedResult
 
 MAX_POINTS = 1000
 NO_CATCHMENT = 0
@@ -54,10 +54,7 @@ def watershed(
         list[tuple[float, float]],
         Field(description="Outlets as [[x, y], ...] (x = easting or longitude), at most 1000."),
     ],
-    dst: Annotated[
-        str,
-        Field(description="Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced."),
-    ],
+    dst: OutputGrid,
     points_crs: Annotated[
         str | None,
         Field(description="CRS of the points (EPSG code, WKT, PROJ string), x first; default: the grid's."),

@@ -28,7 +28,7 @@ from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.raster.models import GeoreferencingChoice, Resampling
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, Resampling
 from llmc_mcp.operations.raster.reproject import WarpPlan, raster_operation, require_crs, warp_onto
 from llmc_mcp.reflection.specs import ALIGN_CRS, CONVERT_LOSSY, REPROJECT_RESAMPLING, Facts
 
@@ -67,12 +67,7 @@ def align(
         str,
         Field(description="Workspace-relative raster whose grid (CRS, transform, size) the output takes."),
     ],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     resampling: Annotated[
         Resampling,
         Field(

@@ -37,7 +37,13 @@ from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.calc_expression import FUNCTIONS, check_program, parse_expression
-from llmc_mcp.operations.raster.models import CalcInput, CalcInputUsed, CalcResult, GeoreferencingChoice
+from llmc_mcp.operations.raster.models import (
+    CalcInput,
+    CalcInputUsed,
+    CalcResult,
+    GeoreferencingChoice,
+    OutputGeoTiff,
+)
 
 CalcDtype = Literal["float32", "float64", "uint8", "uint16", "int16", "uint32", "int32"]
 """Output data types. Float outputs keep fractions; integer outputs are rounded (half to even)."""
@@ -98,12 +104,7 @@ def calc(
         ),
     ],
     inputs: CalcInputs,
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     dtype: Annotated[
         CalcDtype, Field(description="Output data type; integer types round to the nearest whole number.")
     ] = "float32",

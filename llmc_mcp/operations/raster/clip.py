@@ -58,7 +58,13 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.raster.models import ClipMaskKind, ClipResult, ClipWindow, GeoreferencingChoice
+from llmc_mcp.operations.raster.models import (
+    ClipMaskKind,
+    ClipResult,
+    ClipWindow,
+    GeoreferencingChoice,
+    OutputGeoTiff,
+)
 from llmc_mcp.operations.raster.reproject import _output_nodata, carry_metadata
 
 if TYPE_CHECKING:
@@ -79,12 +85,7 @@ SNAP = 1e-6
 def clip(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     bounds: Annotated[
         tuple[float, float, float, float] | None,
         Field(description="Box (left, bottom, right, top) in bounds_crs; x first (longitude for EPSG:4326)."),

@@ -26,7 +26,7 @@ from llmc_mcp.compute.output import creation_options, preflight_output, single_d
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.gdal_copy import create_copy
-from llmc_mcp.operations.raster.models import GeoreferencingChoice, OverviewResampling
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, OverviewResampling
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS, Facts
 
 AUTO_OVERVIEW_MIN_SIDE = 256
@@ -48,12 +48,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
 def convert(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     driver: Annotated[
         Literal["GTiff", "COG"],
         Field(

@@ -60,6 +60,7 @@ from llmc_mcp.operations.raster.models import (
     MergeMethod,
     MergeResult,
     MergeSource,
+    OutputGeoTiff,
     Resampling,
 )
 from llmc_mcp.operations.raster.reproject import (
@@ -113,12 +114,7 @@ def merge(
     sources: Annotated[
         list[str], Field(description="Workspace-relative rasters on one CRS, in order (first/last use it).")
     ],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     method: Annotated[
         MergeMethod,
         Field(

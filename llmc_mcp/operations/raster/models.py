@@ -326,6 +326,13 @@ GeoreferencingChoice = Annotated[
 """The one argument by which an operation whose result depends on georeferencing picks a side."""
 
 
+OutputGeoTiff = Annotated[
+    str,
+    Field(description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."),
+]
+"""The ``dst`` of every raster write, described once so that their schemas say the same."""
+
+
 MergeMethod = Literal["first", "last", "min", "max", "mean", "sum", "count"]
 """How ``raster.merge`` combines a cell several sources cover (nodata never takes part)."""
 

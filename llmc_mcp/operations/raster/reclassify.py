@@ -36,6 +36,7 @@ from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import (
     ClassCount,
     GeoreferencingChoice,
+    OutputGeoTiff,
     ReclassifyResult,
     ReclassRule,
     ReclassRuleCount,
@@ -92,12 +93,7 @@ ReclassRules = Annotated[
 def reclassify(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster.")],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     rules: ReclassRules,
     default: Annotated[
         int | None,

@@ -39,7 +39,7 @@ from llmc_mcp.geodesy.reference import raster_points
 from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.grid import Resolution, check_grid_args, target_grid
-from llmc_mcp.operations.raster.models import GeoreferencingChoice, Resampling
+from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, Resampling
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, REPROJECT_CRS, REPROJECT_RESAMPLING, Facts, normalize_crs
 
 OUTPUT_BLOCK = 512
@@ -64,12 +64,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
 def reproject(
     ctx: OperationContext,
     src: Annotated[str, Field(description="Workspace-relative input raster (must have a CRS).")],
-    dst: Annotated[
-        str,
-        Field(
-            description="Workspace-relative output GeoTIFF (.tif/.tiff); only an earlier output is replaced."
-        ),
-    ],
+    dst: OutputGeoTiff,
     dst_crs: Annotated[
         str,
         Field(description="Target CRS: EPSG code ('EPSG:6933'), WKT, PROJ string or PROJJSON."),
