@@ -31,7 +31,7 @@ from tests.rasters import NORTH_UP, write
 RECLASSIFY = get_operation("raster.reclassify")
 CLIP = get_operation("raster.clip")
 reclassify_module = importlib.import_module("llmc_mcp.operations.raster.reclassify")
-clip_module = importlib.import_module("llmc_mcp.operations.raster.clip")
+clip_cells_module = importlib.import_module("llmc_mcp.operations.raster.clip_cells")
 SOUTH_UP = Affine(10.0, 0.0, 500_000.0, 0.0, 10.0, 4_499_700.0)
 """The same 40 x 30 footprint as NORTH_UP, rows stored from the south: row r is NORTH_UP's row 29 - r."""
 H, W = 30, 40
@@ -97,8 +97,8 @@ def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Windows of 7 x 11 (reclassify) and 3 x 4 (clip) cells, so edges are ragged and seams many."""
     monkeypatch.setattr(reclassify_module, "WINDOW_ROWS", 7)
     monkeypatch.setattr(reclassify_module, "WINDOW_COLS", 11)
-    monkeypatch.setattr(clip_module, "WINDOW_ROWS", 3)
-    monkeypatch.setattr(clip_module, "WINDOW_COLS", 4)
+    monkeypatch.setattr(clip_cells_module, "WINDOW_ROWS", 3)
+    monkeypatch.setattr(clip_cells_module, "WINDOW_COLS", 4)
 
 
 def read_out(path: Path) -> tuple[np.ndarray, np.ndarray, Affine, dict[str, Any]]:
@@ -590,7 +590,7 @@ def test_memory_does_not_grow_with_the_raster(
     """Guards against reading the whole raster or rasterizing the whole mask at once: a 2048 x 2048
     float32 raster (16 MiB, 32 MiB as float64) in 256 x 512 windows must peak well below it. The clip
     keeps the grid (crop=False) under a polygon covering its left half: 2048 x 1024 cells inside."""
-    for module in (reclassify_module, clip_module):
+    for module in (reclassify_module, clip_cells_module):
         monkeypatch.setattr(module, "WINDOW_ROWS", 256)
         monkeypatch.setattr(module, "WINDOW_COLS", 512)
     write(workspace_dir / "big.tif", np.ones((2048, 2048), "float32"), block=256)

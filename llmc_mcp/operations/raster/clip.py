@@ -5,16 +5,10 @@ grid itself (``crop=False``), and each kept cell holds its source value. Which c
 rasterio's rule (``rasterio.features``): a cell whose centre is inside, or with ``all_touched`` any
 cell the shape touches.
 
-A box in the raster's CRS on a grid that is not rotated needs no rasterizing: its cells are a
-rectangle worked out from the inverse geotransform (so north-up and south-up grids are the same
-arithmetic). A box in another CRS is first replaced by its bounding box in the raster's CRS, with
-each edge densified (21 points) so a curved edge stays inside it: an output grid is a rectangle of
-the raster's CRS, so it cannot follow the box's outline (a polygon in ``mask`` can). A box's cell
-whose centre lies exactly on its edge is inside.
-
-Polygons (and a box on a rotated grid) are rasterized with ``geometry_mask`` window by window: a
-first pass over their envelope finds the exact rows and columns holding inside cells (the crop),
-the second writes. Memory is one window whatever the raster's size.
+Which cells are kept is worked out in :mod:`.clip_cells`. A box in another CRS is first replaced by
+its bounding box in the raster's CRS, with each edge densified (21 points) so a curved edge stays
+inside it: an output grid is a rectangle of the raster's CRS, so it cannot follow the box's outline
+(a polygon in ``mask`` can).
 
 Outside cells follow ``raster.reproject``'s nodata rule (:func:`.reproject._output_nodata`): the
 source's nodata, else NaN for float data, else an internal mask (or alpha 0 when the source has an
@@ -25,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -36,7 +30,6 @@ from pydantic import Field
 from pyproj import CRS, Transformer
 from pyproj.exceptions import ProjError
 from rasterio.enums import ColorInterp
-from rasterio.features import geometry_mask
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
@@ -50,7 +43,6 @@ from llmc_mcp.compute.output import (
     single_dtype,
     write_atomically,
 )
-from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import open_for_read
@@ -58,6 +50,7 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.raster.clip_cells import box_window, clip_windows, inside_mask, shapes_window
 from llmc_mcp.operations.raster.models import (
     ClipMaskKind,
     ClipResult,
@@ -73,12 +66,7 @@ if TYPE_CHECKING:
     from llmc_mcp.compute.polygons import Polygons
 
 OUTPUT_BLOCK = 512
-WINDOW_ROWS = 512
-WINDOW_COLS = 2048
-"""Windows of 512 rows (one row of output tiles) by up to 2048 columns: about 1 M cells per band."""
 DENSIFY_POINTS = 21
-SNAP = 1e-6
-"""A box edge within a millionth of a cell of a cell edge is on it (float noise of the CRS units)."""
 
 
 @operation("raster", read_only=False, inputs=("src", "mask"), outputs=("dst",))
@@ -157,7 +145,7 @@ def clip(
 
                 shapes.append([shapely.box(*box)])
             else:
-                rect = _box_window(source, box, all_touched)
+                rect = box_window(source, box, all_touched)
                 _check_selected(rect, source, bounds, bounds_crs, box, shown)
         read: Polygons | None = None
         if mask is not None:
@@ -167,7 +155,7 @@ def clip(
                 how = f"mask: layer '{read.layer}' from {read.source_crs}: {read.transformation}"
                 transformation = how if transformation is None else f"{transformation}; {how}"
         if shapes:
-            rect = _shapes_window(source, rect, shapes, all_touched, ctx.engine)
+            rect = shapes_window(source, rect, shapes, all_touched, ctx.engine)
             _check_selected(rect, source, bounds, bounds_crs, box, shown, read)
         nodata = _output_nodata(source, dtype, None, None)
         has_alpha = ColorInterp.alpha in source.colorinterp
@@ -290,32 +278,6 @@ def _raster_crs(source: DatasetReader, shown: str, argument: str) -> CRS:
     return parse_crs(source.crs.to_wkt(), "raster CRS")
 
 
-def _snap(value: float) -> float:
-    nearest = round(value)
-    return float(nearest) if abs(value - nearest) < SNAP else value
-
-
-def _box_window(source: DatasetReader, box: tuple[float, float, float, float], all_touched: bool) -> Window:
-    """The cells of a grid that is not rotated inside an axis-aligned box, clipped to the raster
-    (possibly empty). Inverse geotransform of the corners, so any sign of pixel size works."""
-    left, bottom, right, top = box
-    cols, rows = ~source.transform @ (np.array([left, right]), np.array([top, bottom]))
-    c0, c1 = sorted(_snap(float(c)) for c in cols)
-    r0, r1 = sorted(_snap(float(r)) for r in rows)
-    if all_touched:  # every cell overlapping the box (by more than its edge)
-        first_col, end_col, first_row, end_row = math.floor(c0), math.ceil(c1), math.floor(r0), math.ceil(r1)
-    else:  # cells whose centre (k + 0.5) is inside, edges included
-        first_col, end_col = math.ceil(c0 - 0.5), math.floor(c1 - 0.5) + 1
-        first_row, end_row = math.ceil(r0 - 0.5), math.floor(r1 - 0.5) + 1
-    return _clamp(source, first_col, end_col, first_row, end_row)
-
-
-def _clamp(source: DatasetReader, first_col: int, end_col: int, first_row: int, end_row: int) -> Window:
-    first_col, end_col = max(first_col, 0), min(end_col, source.width)
-    first_row, end_row = max(first_row, 0), min(end_row, source.height)
-    return Window(first_col, first_row, max(end_col - first_col, 0), max(end_row - first_row, 0))
-
-
 def _mask_polygons(
     ctx: OperationContext, source: DatasetReader, mask: str, layer: str | None, shown: str
 ) -> Polygons:
@@ -323,104 +285,6 @@ def _mask_polygons(
 
     _raster_crs(source, shown, "mask")
     return read_polygons(ctx, mask, argument="mask", target_crs=source.crs, layer=layer)
-
-
-def _shapes_window(
-    source: DatasetReader,
-    rect: Window,
-    shapes: Sequence[Sequence[shapely.Geometry]],
-    all_touched: bool,
-    engine: Engine,
-) -> Window:
-    """The smallest window holding every cell inside ``rect`` and inside each group of shapes.
-
-    Starts from the shapes' envelope in pixel space (every cell they can touch), then rasterizes it
-    window by window and keeps the rows and columns that hold an inside cell.
-    """
-    import shapely
-
-    envelope = rect
-    for group in shapes:
-        minx, miny, maxx, maxy = shapely.total_bounds(np.asarray(group, dtype=object))
-        cols, rows = ~source.transform @ (
-            np.array([minx, maxx, minx, maxx]),
-            np.array([miny, miny, maxy, maxy]),
-        )
-        touched = _clamp(
-            source,
-            math.floor(_snap(float(cols.min()))),
-            math.ceil(_snap(float(cols.max()))),
-            math.floor(_snap(float(rows.min()))),
-            math.ceil(_snap(float(rows.max()))),
-        )
-        envelope = _intersect(envelope, touched)
-    if envelope.width == 0 or envelope.height == 0:
-        return envelope
-    any_row = np.zeros(int(envelope.height), dtype=bool)
-    any_col = np.zeros(int(envelope.width), dtype=bool)
-
-    def rasterized(window: Window) -> np.ndarray:
-        return _inside(source.transform, window, rect, shapes, all_touched)
-
-    for window, inside in engine.map(_windows(envelope), rasterized, progress=False):
-        r0, c0 = int(window.row_off - envelope.row_off), int(window.col_off - envelope.col_off)
-        any_row[r0 : r0 + int(window.height)] |= inside.any(axis=1)
-        any_col[c0 : c0 + int(window.width)] |= inside.any(axis=0)
-    if not any_row.any():
-        return Window(envelope.col_off, envelope.row_off, 0, 0)
-    rows, cols = np.flatnonzero(any_row), np.flatnonzero(any_col)
-    return Window(
-        int(envelope.col_off + cols[0]),
-        int(envelope.row_off + rows[0]),
-        int(cols[-1] - cols[0] + 1),
-        int(rows[-1] - rows[0] + 1),
-    )
-
-
-def _intersect(a: Window, b: Window) -> Window:
-    col0, row0 = max(a.col_off, b.col_off), max(a.row_off, b.row_off)
-    col1 = min(a.col_off + a.width, b.col_off + b.width)
-    row1 = min(a.row_off + a.height, b.row_off + b.height)
-    return Window(col0, row0, max(col1 - col0, 0), max(row1 - row0, 0))
-
-
-def _inside(
-    transform: Any,
-    window: Window,
-    rect: Window,
-    shapes: Sequence[Sequence[shapely.Geometry]],
-    all_touched: bool,
-) -> np.ndarray:
-    """Which cells of ``window`` (source pixel coordinates) are inside ``rect`` and every shape group."""
-    import shapely
-
-    height, width = int(window.height), int(window.width)
-    rows = np.arange(window.row_off, window.row_off + height)
-    cols = np.arange(window.col_off, window.col_off + width)
-    inside = ((rows >= rect.row_off) & (rows < rect.row_off + rect.height))[:, None] & (
-        (cols >= rect.col_off) & (cols < rect.col_off + rect.width)
-    )[None, :]
-    if not shapes or not inside.any():
-        return inside
-    window_transform = rasterio.windows.transform(window, transform)
-    corners_x, corners_y = window_transform @ (
-        np.array([0, width, 0, width]),
-        np.array([0, 0, height, height]),
-    )
-    frame = shapely.box(corners_x.min(), corners_y.min(), corners_x.max(), corners_y.max())
-    for group in shapes:
-        candidates = np.asarray(group, dtype=object)
-        candidates = candidates[shapely.intersects(candidates, frame)]
-        if candidates.size == 0:
-            return np.zeros_like(inside)
-        inside &= geometry_mask(
-            list(candidates),
-            out_shape=(height, width),
-            transform=window_transform,
-            all_touched=all_touched,
-            invert=True,
-        )
-    return inside
 
 
 def _check_selected(
@@ -497,7 +361,7 @@ class _ClipPlan:
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             carry_metadata(source, out)
-            windows = _windows(Window(0, 0, self.grid.width, self.grid.height))
+            windows = clip_windows(Window(0, 0, self.grid.width, self.grid.height))
             clipped = functools.partial(self._clipped, source)
             for window, (values, inside, mask) in self.engine.map(windows, clipped, progress=False):
                 self.inside += inside
@@ -514,7 +378,7 @@ class _ClipPlan:
             window.width,
             window.height,
         )
-        inside = _inside(source.transform, at, self.rect, self.shapes, self.all_touched)
+        inside = inside_mask(source.transform, at, self.rect, self.shapes, self.all_touched)
         data = source.read(window=at, masked=True)
         values = np.ma.getdata(data)
         if self.outside_as == "nodata":
@@ -527,10 +391,6 @@ class _ClipPlan:
         kept = np.where(inside[None], values, np.zeros((), dtype=values.dtype))
         mask = inside & (source.dataset_mask(window=at) > 0) if self.outside_as == "internal_mask" else None
         return kept, int(inside.sum()), mask
-
-
-def _windows(area: Window) -> Iterator[Window]:
-    return grid_windows(area, WINDOW_ROWS, WINDOW_COLS)
 
 
 def _note(
