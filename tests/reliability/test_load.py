@@ -113,24 +113,42 @@ async def execute(client: Client, code: str) -> dict[str, Any]:
 async def session_mix(
     client: Client, index: int, seconds: float, problems: list[str], light: bool = False
 ) -> int:
-    """A bounded-time mix of calls; every unexpected answer goes to ``problems``; returns the call count."""
+    """A bounded-time mix of calls; every unexpected answer goes to ``problems``; returns the call count.
+
+    A worker reaped for idling past its TTL (a short one, under load) loses the session's variables,
+    and the next call says so (``session.fresh``): the secret is then set again. What must never
+    happen is another session's secret, or a lost one the server did not announce."""
     secret = f"secret-{index}-{uuid.uuid4().hex}"
     calls = 0
 
-    async def check(code: str, expect: Callable[[dict[str, Any]], bool], what: str) -> None:
+    async def check(code: str, expect: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
         nonlocal calls
         calls += 1
         data = await execute(client, code)
         if not expect(data):
             problems.append(f"session {index} {what}: {str(data)[:300]}")
+        return data
 
-    await check(f"secret = {secret!r}", lambda d: d["ok"], "set secret")
+    def fresh(data: dict[str, Any]) -> bool:
+        return bool((data.get("session") or {}).get("fresh"))
+
+    def kept_or_announced(data: dict[str, Any]) -> bool:
+        if data["ok"]:
+            return data["result"] == secret
+        return fresh(data) and (data.get("error") or {}).get("type") == "NameError"
+
+    async def remember() -> None:
+        await check(f"secret = {secret!r}", lambda d: d["ok"], "set secret")
+
+    await remember()
     deadline = time.monotonic() + seconds
     step = 0
     while step == 0 or time.monotonic() < deadline:  # one step at least, however slow the machine
         step += 1
-        await check("1 + 1", lambda d: d["ok"] and d["result"] == 2, "trivial")
-        await check("secret", lambda d: d["ok"] and d["result"] == secret, "LEAK or lost state")
+        if fresh(await check("1 + 1", lambda d: d["ok"] and d["result"] == 2, "trivial")):
+            await remember()
+        if fresh(await check("secret", kept_or_announced, "LEAK or lost state")):
+            await remember()
         if step % 3 == 0:
             await check('raster.info("RGB.byte.tif")["width"]', lambda d: d.get("result") == 791, "info")
         if light:
