@@ -1,7 +1,8 @@
 """``raster.calc``: band math over rasters of one grid, evaluated by numexpr window by window.
 
 The expression is written in Python syntax but never run as Python: :mod:`.calc_expression` checks
-it against an allowlist before numexpr sees it.
+it against an allowlist before numexpr sees it; :mod:`.calc_evaluation` evaluates it window by
+window. This module checks the arguments, binds each name to a band and writes the output.
 
 Every input is read with the hostile-file checks (:func:`open_for_read`), every value is computed in
 float64 (so ``a - b`` on uint8 bands cannot wrap around), and the output goes through the atomic,
@@ -10,9 +11,7 @@ granted, read-back write of :mod:`.output` that ``raster.reproject`` and ``raste
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import functools
 import keyword
 import math
 import os
@@ -25,17 +24,17 @@ import numexpr
 import numpy as np
 import rasterio
 from pydantic import AfterValidator, BeforeValidator, Field
-from rasterio.enums import MaskFlags
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.output import creation_options, describe_output, geotiff_output_path, write_atomically
-from llmc_mcp.compute.pixels import grid_windows, read_valid
+from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.raster.calc_evaluation import Bound, WindowProgram
 from llmc_mcp.operations.raster.calc_expression import FUNCTIONS, check_program, parse_expression
 from llmc_mcp.operations.raster.models import (
     CalcInput,
@@ -263,18 +262,7 @@ def _check_dst(
     return dst_path, sources
 
 
-@dataclass
-class _Bound:
-    """One expression name, bound to an open dataset's band."""
-
-    dataset: DatasetReader
-    band: int
-    scale: float
-    offset: float
-    used: CalcInputUsed
-
-
-def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, physical: bool) -> _Bound:
+def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, physical: bool) -> Bound:
     band = spec["band"]
     if band > ds.count:
         raise InvalidArgument(
@@ -300,10 +288,10 @@ def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, phy
         offset=offset,
         applied=physical and declared,
     )
-    return _Bound(ds, band, scale, offset, used)
+    return Bound(ds, band, scale, offset, used)
 
 
-def _check_one_grid(ctx: OperationContext, bound: Sequence[_Bound]) -> None:
+def _check_one_grid(ctx: OperationContext, bound: Sequence[Bound]) -> None:
     """Same CRS, size and transform (to a millionth of a cell), or a refusal naming the fix."""
     first = bound[0]
     ref = first.dataset
@@ -335,68 +323,13 @@ def _crs_name(ds: DatasetReader) -> str:
 
 
 @dataclass
-class _Group:
-    """The bands one window read takes from one dataset, and the expression names they stand for."""
-
-    dataset: DatasetReader
-    bands: list[int]
-    names: list[tuple[str, int]]
-    """Each name with the position of its band in ``bands``."""
-    masked: bool
-    """Whether any of the bands can hold an invalid cell (nodata, mask, alpha, NaN): else no mask is kept."""
-
-
-def _groups(bound: Sequence[_Bound]) -> list[_Group]:
-    """One read per dataset and window: a pixel-interleaved file's blocks are decoded once for all its
-    bands, not once per band."""
-    groups: dict[int, _Group] = {}
-    for item in bound:
-        ds = item.dataset
-        group = groups.setdefault(id(ds), _Group(ds, [], [], False))
-        if item.band not in group.bands:
-            group.bands.append(item.band)
-        group.names.append((item.used.name, group.bands.index(item.band)))
-        floating = np.dtype(ds.dtypes[item.band - 1]).kind == "f"
-        group.masked |= floating or ds.mask_flag_enums[item.band - 1] != [MaskFlags.all_valid]
-    return list(groups.values())
-
-
-def _physical_program(program: str, bound: Sequence[_Bound], physical: bool) -> tuple[str, dict[str, float]]:
-    """The program with each scaled name as ``(name * _sN + _oN)``, and those constants.
-
-    numexpr then applies scale and offset in the pass that evaluates the expression, instead of two
-    numpy passes and a temporary per input and window. Input names never start with '_', so the
-    constants cannot collide with them; they are operands, never text numexpr parses.
-    """
-    constants: dict[str, float] = {}
-    linear: dict[str, tuple[str, str]] = {}
-    for i, item in enumerate(bound):
-        if physical and item.used.applied:
-            linear[item.used.name] = (f"_s{i}", f"_o{i}")
-            constants[f"_s{i}"], constants[f"_o{i}"] = item.scale, item.offset
-    if not linear:
-        return program, constants
-
-    class _Scaled(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id not in linear:  # function names and unscaled inputs
-                return node
-            scale, offset = linear[node.id]
-            product = ast.BinOp(node, ast.Mult(), ast.Name(scale, ast.Load()))
-            return ast.BinOp(product, ast.Add(), ast.Name(offset, ast.Load()))
-
-    tree = _Scaled().visit(ast.parse(program, mode="eval"))
-    return ast.unparse(ast.fix_missing_locations(tree)), constants
-
-
-@dataclass
 class _CalcPlan:
     """The write: windows of every input, the program, the output; counts what it wrote."""
 
     ctx: OperationContext
     program: str
     expression: str
-    bound: Sequence[_Bound]
+    bound: Sequence[Bound]
     profile: dict[str, Any]
     dtype: np.dtype
     nodata: float | None
@@ -405,84 +338,24 @@ class _CalcPlan:
     invalid: int = 0
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
-        groups = _groups(self.bound)
-        program, constants = _physical_program(self.program, self.bound, self.physical)
+        evaluation = WindowProgram.prepare(
+            self.ctx, self.program, self.bound, self.physical, self.dtype, self.nodata
+        )
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.expression[:200])
             out.update_tags(LLMC_EXPRESSION=self.expression[:1000], LLMC_PHYSICAL=str(self.physical))
-            compute = functools.partial(self._compute, groups=groups, program=program, constants=constants)
-            for window, (values, good) in self.ctx.engine.map(_windows(out.width, out.height), compute):
+            windows = _windows(out.width, out.height)
+            for window, (values, good) in self.ctx.engine.map(windows, evaluation.compute):
                 self.valid += good
                 self.invalid += values.size - good
                 out.write(values, 1, window=window)
-
-    def _compute(
-        self, window: Window, *, groups: Sequence[_Group], program: str, constants: Mapping[str, float]
-    ) -> tuple[np.ndarray, int]:
-        """One window of the output, and how many of its cells are valid."""
-        arrays: dict[str, Any] = dict(constants)
-        inputs_ok: np.ndarray | None = None
-        for group in groups:
-            raw, valid = read_valid(self.ctx, group.dataset, group.bands, window)
-            for name, position in group.names:
-                arrays[name] = raw[position].astype(np.float64)
-            if group.masked:
-                every = valid.all(axis=0)
-                inputs_ok = every if inputs_ok is None else inputs_ok & every
-        compute = self._floats if self.dtype.kind == "f" else self._integers
-        out, ok = compute(window, program, arrays, inputs_ok)
-        good = int(np.count_nonzero(ok))
-        if good < ok.size:
-            # The nodata value was checked to fit the type (_output_nodata): the cast is exact.
-            fill = self.nodata if self.nodata is not None else math.nan
-            np.copyto(out, fill, where=~ok, casting="unsafe")
-        return out, good
-
-    def _floats(
-        self, window: Window, program: str, arrays: dict[str, Any], inputs_ok: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Computed in float64 and cast on numexpr's final store, so no float64 window is kept. Not
-        finite (x/0, log(0)) or past the output type's range (the cast makes it infinite): not valid."""
-        out = np.empty((window.height, window.width), dtype=self.dtype)
-        numexpr.evaluate(program, local_dict=arrays, global_dict={}, out=out, casting="unsafe")
-        ok = np.isfinite(out)
-        if inputs_ok is not None:
-            ok &= inputs_ok
-        if self.nodata is not None and not math.isnan(self.nodata):
-            collide = ok & (out == self.nodata)
-            if collide.any():
-                raise InvalidArgument(
-                    f"{int(collide.sum())} cell(s) computed to {self.nodata:g}, the output's nodata value.",
-                    fix="Omit nodata (NaN is used) or pass a value the result never takes.",
-                )
-        return out, ok
-
-    def _integers(
-        self, window: Window, program: str, arrays: dict[str, Any], inputs_ok: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Rounded half to even; not finite or outside the type's range: not valid."""
-        result = numexpr.evaluate(program, local_dict=arrays, global_dict={})
-        ok = np.isfinite(result)
-        if inputs_ok is not None:
-            ok &= inputs_ok
-        limits = np.iinfo(self.dtype)
-        result = np.rint(np.where(ok, result, 0.0))
-        ok &= (result >= limits.min) & (result <= limits.max)
-        collide = ok & (result == self.nodata)
-        if collide.any():
-            raise InvalidArgument(
-                f"{int(collide.sum())} cell(s) of window {window} computed to {self.nodata:g}, the "
-                "output's nodata value: they would read as nodata.",
-                fix="Pass a nodata value the result never takes, or a float dtype (NaN is nodata).",
-            )
-        return np.where(ok, result, 0.0).astype(self.dtype), ok
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:
     return grid_windows(Window(0, 0, width, height), WINDOW_ROWS, WINDOW_COLS)
 
 
-def _note(bound: Sequence[_Bound], physical: bool, dtype: np.dtype) -> str:
+def _note(bound: Sequence[Bound], physical: bool, dtype: np.dtype) -> str:
     declared = [b.used for b in bound if b.used.scale != 1.0 or b.used.offset != 0.0]
     forms = ", ".join(f"{u.name} = raw * {u.scale:g} + {u.offset:g}" for u in declared)
     if physical and declared:
