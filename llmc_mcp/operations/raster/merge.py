@@ -13,6 +13,9 @@ it into running accumulators (the value so far and which source gave it, or a su
 valid sources), so memory is a few arrays of one window whatever the size and number of sources.
 How overlapping cells combine is the ``aggregation`` decision, asked only when two footprints share
 a cell of the output grid (DD-MCP-045).
+
+What the sources must share, and the output's type and nodata, are checked in :mod:`.merge_sources`;
+each source's place on the output lattice is worked out in :mod:`.merge_grid`.
 """
 
 from __future__ import annotations
@@ -33,17 +36,14 @@ from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
-from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.output import (
     creation_options,
-    data_kind,
     describe_output,
     geotiff_output_path,
-    single_dtype,
     write_atomically,
 )
 from llmc_mcp.compute.pixels import read_valid
-from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
@@ -54,6 +54,12 @@ from llmc_mcp.operations.raster.merge_grid import (
     intersection,
     mosaic_grid,
     place,
+)
+from llmc_mcp.operations.raster.merge_sources import (
+    check_sources,
+    mosaic_data_kind,
+    output_dtype,
+    output_nodata,
 )
 from llmc_mcp.operations.raster.models import (
     GeoreferencingChoice,
@@ -66,8 +72,6 @@ from llmc_mcp.operations.raster.models import (
 from llmc_mcp.operations.raster.reproject import (
     OUTPUT_BLOCK,
     carry_metadata,
-    check_nodata,
-    require_crs,
     write_windows,
 )
 from llmc_mcp.reflection.specs import MERGE_AGGREGATION, MERGE_RESAMPLING, Facts
@@ -242,7 +246,7 @@ def _plan(
     """Every check and choice of the mosaic, made on the source headers without reading pixels."""
     res, _, _, bounds = check_grid_args(resolution, None, None, bounds)
     shown = [ctx.workspace.relative(Path(ds.name)) for ds in datasets]
-    _check_sources(ctx, datasets, shown, method)
+    check_sources(ctx, datasets, shown, method)
     first = datasets[0]
     res = res or (abs(first.transform.a), abs(first.transform.e))
     transform, width, height = mosaic_grid(datasets, bounds, res)
@@ -250,8 +254,8 @@ def _plan(
         place(ctx, ds, name, transform, width, height, resampling)
         for ds, name in zip(datasets, shown, strict=True)
     ]
-    dtype = _output_dtype(datasets, method)
-    out_nodata, nodata_note = _output_nodata(datasets, dtype, method, nodata)
+    dtype = output_dtype(datasets, method)
+    out_nodata, nodata_note = output_nodata(datasets, dtype, method, nodata)
     use_mask = out_nodata is None and method != "count"
     profile: dict[str, Any] = {
         "driver": "GTiff",
@@ -269,113 +273,13 @@ def _plan(
     }
     resampled = [p.shown for p in placements if p.vrt_options is not None]
     facts: Facts = {
-        "data": _data_kind(datasets),
+        "data": mosaic_data_kind(datasets),
         "overlap": "some" if footprints_overlap(placements) else "none",
         "resampled": "some" if resampled else "none",
     }
     warped = f" Warped onto the lattice with {resampling}: {', '.join(resampled)}." if resampled else ""
     note = f"{method}: {_COMBINE[method]}. Output {dtype.name}; {nodata_note}{warped}"
     return _MergePlan(ctx, method, placements, profile, dtype, out_nodata, use_mask, facts, note)
-
-
-def _check_sources(
-    ctx: OperationContext, datasets: Sequence[DatasetReader], shown: Sequence[str], method: str
-) -> None:
-    first = datasets[0]
-    for ds, name in zip(datasets, shown, strict=True):
-        require_crs(ctx, ds, "sources")
-        if ds.crs != first.crs:
-            raise Refused(
-                f"sources '{name}' and '{shown[0]}' are on different CRSs; a mosaic does not reproject, "
-                "because that hides a choice of CRS and of resampling for each source.",
-                fix=f"raster.align '{name}' onto '{shown[0]}' (or raster.reproject every source to one CRS) "
-                "first, then merge the results.",
-            )
-        if ds.count != first.count:
-            raise Refused(
-                f"sources '{name}' has {ds.count} band(s) and '{shown[0]}' {first.count}; bands combine "
-                "by number.",
-                fix="Mosaic rasters with the same bands; raster.calc extracts one (expression 'b', inputs "
-                "[{'name': 'b', 'path': ..., 'band': n}]) to mosaic band by band.",
-            )
-        if is_rotated(ds.transform):
-            raise InvalidArgument(
-                f"sources '{name}' has a rotated grid; the mosaic's cells are north-up.",
-                fix=f"raster.reproject '{name}' to its own CRS first (that writes a north-up grid).",
-            )
-        if single_dtype(ds, name).kind == "c":
-            raise InvalidArgument(f"sources '{name}' is complex-valued.", fix="Mosaic real-valued rasters.")
-    if method == "count":
-        return
-    for ds, name in zip(datasets, shown, strict=True):
-        if tuple(ds.scales) != tuple(first.scales) or tuple(ds.offsets) != tuple(first.offsets):
-            raise Refused(
-                f"sources '{name}' and '{shown[0]}' declare different scales/offsets, so one stored value "
-                "is not the same quantity in both.",
-                fix="raster.calc each source to physical values first (physical=True), then merge those.",
-            )
-    if method == "sum" and any(offset != 0 for offset in first.offsets):
-        raise InvalidArgument(
-            "method='sum' on values with a declared offset: the sum of raw values would carry the offset "
-            "once where the physical sum carries it once per source.",
-            fix="raster.calc the sources to physical values first, then sum those.",
-        )
-    if method in ("min", "max") and any(scale < 0 for scale in first.scales):
-        raise InvalidArgument(
-            f"method='{method}' on values with a negative scale: the smallest stored value is the largest "
-            "physical one.",
-            fix="raster.calc the sources to physical values first, then merge those.",
-        )
-
-
-def _data_kind(datasets: Sequence[DatasetReader]) -> str:
-    """Of the mosaic: categorical if any source is, continuous only if every source is, else integer,
-    so a justification given for one kind never unlocks a mix that includes another."""
-    kinds = {data_kind(ds) for ds in datasets}
-    if "categorical" in kinds:
-        return "categorical"
-    return "continuous" if kinds == {"continuous"} else "integer"
-
-
-def _output_dtype(datasets: Sequence[DatasetReader], method: str) -> np.dtype:
-    if method == "count":
-        return np.dtype("uint16")
-    if method in ("mean", "sum"):
-        return np.dtype("float64")
-    return np.result_type(*(np.dtype(ds.dtypes[0]) for ds in datasets))
-
-
-def _output_nodata(
-    datasets: Sequence[DatasetReader], dtype: np.dtype, method: str, nodata: float | None
-) -> tuple[float | None, str]:
-    """The output nodata value and a sentence saying where it came from."""
-    if method == "count":
-        if nodata is not None:
-            raise InvalidArgument(
-                "method='count' has no nodata: every cell holds a count, 0 where no source has a value.",
-                fix="Drop nodata.",
-            )
-        return None, "no nodata (0: no source has a value)."
-    if nodata is not None:
-        check_nodata(nodata, dtype, "nodata")
-        return nodata, f"nodata {nodata:g} as given."
-    if method in ("mean", "sum"):
-        return math.nan, "nodata NaN where no source has a value."
-    declared = {"nan" if v is not None and math.isnan(v) else v for v in (ds.nodata for ds in datasets)}
-    if len(declared) == 1 and None not in declared:
-        value = datasets[0].nodata
-        assert value is not None
-        return value, f"nodata {value:g}, the value every source declares."
-    if dtype.kind == "f":
-        return math.nan, "nodata NaN (the sources do not declare one common value)."
-    if declared == {None}:
-        return None, "no nodata value: an internal mask marks the cells no source covers."
-    raise InvalidArgument(
-        f"the sources declare different nodata values ({', '.join(sorted(str(v) for v in declared))}) "
-        f"and the output is {dtype.name}: inheriting one could turn another source's valid value into "
-        "nodata.",
-        fix="Pass nodata: a value no source uses as data.",
-    )
 
 
 @dataclass
