@@ -1,8 +1,8 @@
 """``raster.zonal_stats``: statistics of one band per zone, polygons (exact coverage) or a zone raster.
 
 Polygon zones go to exactextract (DD-MCP-039), which computes the exact fraction of each cell a polygon
-covers and weights every statistic by it. It is fed objects, never names: the band through
-a RasterSource (:func:`_band_class`) reading from the dataset :func:`open_for_read` checked (masks, NaN and
+covers and weights every statistic by it. It is fed objects, never names (:mod:`.zonal_exactextract`):
+the band through a RasterSource reading from the dataset :func:`open_for_read` checked (masks, NaN and
 scale/offset handled as in ``raster.stats``), and the polygons :func:`read_polygons` read and
 transformed. It works feature by feature, reading only the window under each polygon's bounding box
 (split when larger than :data:`MAX_CELLS_IN_MEMORY`), so memory follows the largest zone, not the
@@ -12,7 +12,6 @@ counts fully, and the statistics follow exactextract's definitions so both kinds
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from llmc_mcp.operations.raster.models import (
 )
 from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
 from llmc_mcp.operations.raster.zonal_accumulators import Distribution, Moments
+from llmc_mcp.operations.raster.zonal_exactextract import INDEX, band_source, zone_features
 
 MAX_CELLS_IN_MEMORY = 4_000_000
 """Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64
@@ -183,13 +183,13 @@ def _polygon_zones(
         )
     polygons = read_polygons(ctx, zones, argument="zones", target_crs=ds.crs, layer=layer, field=zone_field)
     _check_zones_meet(ds, shown, zones, polygons)
-    source = _band_source(ctx, ds, band, linear)
-    features = _features(polygons.geometries, ds.crs.to_wkt())
+    source = band_source(ctx, ds, band, linear)
+    features = zone_features(polygons.geometries, ds.crs.to_wkt())
     rows = exact_extract(
         source,
         features,
         list(wanted),
-        include_cols=[_INDEX],
+        include_cols=[INDEX],
         max_cells_in_memory=MAX_CELLS_IN_MEMORY,
         output="geojson",
         progress=fraction_callback(),
@@ -197,7 +197,7 @@ def _polygon_zones(
     results: list[ZoneStatistics] = []
     for row in rows:
         properties = row["properties"]
-        index = int(properties[_INDEX])
+        index = int(properties[INDEX])
         zone = index if polygons.values is None else polygons.values[index]
         results.append(ZoneStatistics(zone=zone, stats={s: _number(properties.get(s)) for s in wanted}))
     method = (
@@ -252,9 +252,6 @@ def _check_zones_meet(ds: DatasetReader, shown: str, zones: str, polygons: Polyg
     )
 
 
-_INDEX = "llmc_zone_index"
-
-
 def _number(value: Any) -> float | None:
     if value is None:
         return None
@@ -270,107 +267,6 @@ def _excluded(linear: tuple[float, float] | None, physical: bool, ds: DatasetRea
     elif not physical and (scale, offset) != (1.0, 0.0):
         text += f" physical=False: stored values, although the band declares raw * {scale:g} + {offset:g}."
     return text
-
-
-def _band_source(
-    ctx: OperationContext, ds: DatasetReader, band: int, linear: tuple[float, float] | None
-) -> Any:
-    """exactextract's view of one band of a dataset already opened and checked by :func:`open_for_read`."""
-    return _band_class()(ctx, ds, band, linear)
-
-
-@functools.cache
-def _band_class() -> type:
-    """Defined on first use, so that importing this module does not import exactextract.
-
-    Rows are handed over north-up (a south-up grid is read flipped); invalid cells come masked, as
-    ``raster.stats`` defines them (:func:`read_valid`), with scale/offset applied when asked.
-    """
-    from exactextract.raster import RasterSource
-
-    class Band(RasterSource):  # type: ignore[misc]
-        def __init__(
-            self, ctx: OperationContext, ds: DatasetReader, band: int, linear: tuple[float, float] | None
-        ) -> None:
-            super().__init__()
-            self.ctx, self.ds, self.band, self.linear = ctx, ds, band, linear
-            self.south_up = ds.transform.e > 0
-
-        def res(self) -> tuple[float, float]:
-            return abs(self.ds.transform.a), abs(self.ds.transform.e)
-
-        def extent(self) -> tuple[float, float, float, float]:
-            left, bottom, right, top = self.ds.bounds
-            return left, min(bottom, top), right, max(bottom, top)
-
-        def srs_wkt(self) -> str:
-            return str(self.ds.crs.to_wkt())
-
-        def nodata_value(self) -> None:
-            return None  # invalid cells come masked: nodata, masks, alpha and NaN alike
-
-        def read_window(self, x0: int, y0: int, nx: int, ny: int) -> np.ndarray:
-            row = self.ds.height - y0 - ny if self.south_up else y0
-            raw, valid = read_valid(self.ctx, self.ds, self.band, Window(x0, row, nx, ny))
-            if self.linear is not None:
-                raw = raw.astype(np.float64) * self.linear[0] + self.linear[1]
-            if self.south_up:
-                raw, valid = raw[::-1], valid[::-1]
-            if valid.all():
-                return raw
-            return np.ma.masked_array(raw, ~valid)
-
-    return Band
-
-
-def _features(geometries: list[Any], wkt: str) -> Any:
-    """exactextract's view of the polygons: WKB, each tagged with its index so results map back."""
-    import shapely
-
-    return _features_class()(shapely.to_wkb(np.asarray(geometries, dtype=object)), wkt)
-
-
-@functools.cache
-def _features_class() -> type:
-    from exactextract.feature import Feature, FeatureSource
-
-    class Zone(Feature):  # type: ignore[misc]
-        def __init__(self, index: int, wkb: bytes) -> None:
-            Feature.__init__(self)
-            self.index, self.wkb = index, wkb
-            self.values: dict[str, Any] = {}
-
-        def get(self, name: str) -> Any:
-            return self.index if name == _INDEX else self.values[name]
-
-        def set(self, name: str, value: Any) -> None:
-            self.values[name] = value
-
-        def geometry(self) -> bytes:
-            return self.wkb
-
-        def set_geometry_format(self) -> str:
-            return "wkb"
-
-        def fields(self) -> list[str]:
-            return [_INDEX, *self.values]
-
-    class Zones(FeatureSource):  # type: ignore[misc]
-        def __init__(self, wkbs: np.ndarray, wkt: str) -> None:
-            super().__init__()
-            self.wkbs, self.wkt = wkbs, wkt
-
-        def count(self) -> int:
-            return len(self.wkbs)
-
-        def __iter__(self) -> Iterator[Any]:
-            for index, wkb in enumerate(self.wkbs):
-                yield Zone(index, bytes(wkb))
-
-        def srs_wkt(self) -> str:
-            return self.wkt
-
-    return Zones
 
 
 # ------------------------------------------------------------------------------------ zone raster
