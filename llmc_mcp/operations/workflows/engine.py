@@ -7,7 +7,7 @@ its kind, the justification of a ``requires`` step (exactly as the gate validate
 decision the later operation will make), and that the run can go on with it (a ``foreach`` over it
 needs a list, a branch condition must render). Every problem comes back at once and the step stands;
 only an answer that passes is saved, its justification stored as the gate stores one, and the run
-advanced.
+advanced. How a run moves from step to step (foreach items, branches) is :mod:`.steps`.
 
 Every call is bounded for the session that makes it: its renders share one :class:`Budget` (steps and
 a :data:`CALL_SECONDS` deadline), it works on the state it read without holding any lock, and takes the
@@ -47,13 +47,18 @@ from llmc_mcp.operations.workflows.models import (
     WorkflowSummary,
 )
 from llmc_mcp.operations.workflows.state import StateStore, WorkflowState
+from llmc_mcp.operations.workflows.steps import (
+    advance,
+    current_step,
+    enter_step,
+    requirement_args,
+    step_items,
+    step_values,
+)
 from llmc_mcp.operations.workflows.templates import (
     Budget,
     TemplateError,
-    lookup,
-    parse_ref,
     render,
-    render_value,
 )
 from llmc_mcp.operations.workflows.validate import successors
 from llmc_mcp.reflection.gate import Gate
@@ -132,7 +137,7 @@ class Engine:
             updated=now,
             expires=now + self.states.ttl,
         )
-        problems = _enter(state, workflow.steps[0])
+        problems = enter_step(state, workflow.steps[0])
         if problems:
             raise InvalidArgument(f"{name} cannot start: " + "; ".join(problems), fix="Check the inputs.")
         state_id = self.states.new_id()
@@ -157,12 +162,12 @@ class Engine:
         """
         state = self.states.load(state_id, principal)
         workflow = _definition(state)
-        current = _current(workflow, state, step)
+        current = current_step(workflow, state, step)
         if current.requires is None:
             return None
         try:
             budget = Budget.for_seconds(CALL_SECONDS)
-            args = _requirement_args(current, _values(state, current), answer, budget)
+            args = requirement_args(current, step_values(state, current), answer, budget)
         except TemplateError:
             return None
         return {"operation": current.requires.operation, "args": args}
@@ -187,8 +192,8 @@ class Engine:
         budget = Budget.for_seconds(CALL_SECONDS)
         state = self.states.load(state_id, principal)
         workflow = _definition(state)
-        current = _current(workflow, state, step)
-        values = _values(state, current)
+        current = current_step(workflow, state, step)
+        values = step_values(state, current)
         problems = answer_problems(current.answer_kind, answer)
         if current.answer_kind == "text" and not isinstance(answer, str) and not problems:
             # MCP SDKs parse a JSON-looking string argument before the tool sees it (Claude Desktop
@@ -198,7 +203,7 @@ class Engine:
         if current.requires is not None and not problems:
             record = self._justified(current, values, answer, facts, check_problem, problems, budget)
         if not problems:
-            problems += _advance(workflow, state, current, answer, budget)
+            problems += advance(workflow, state, current, answer, budget)
         if not problems:
             try:  # the next instruction must render with what was just saved (a field it reads)
                 progress = self._progress(workflow, state_id, state, budget)
@@ -251,7 +256,7 @@ class Engine:
         assert requirement is not None
         op = get_operation(requirement.operation)
         try:
-            raw = _requirement_args(step, values, answer, budget)
+            raw = requirement_args(step, values, answer, budget)
             args = op.validate(raw)
         except (TemplateError, LlmcError) as exc:
             problems.extend(justification_errors(answer))
@@ -294,14 +299,14 @@ class Engine:
                 instruction=None, answer=None, next_action=None, results=dict(state.saved),
             )  # fmt: skip
         step = workflow.step(state.step)
-        values = _values(state, step)
+        values = step_values(state, step)
         instruction = render(step.instruction, values, budget)
         if step.requires is not None:
             instruction += (
                 f"\n\nAnswer with a justification ({step.requires.domain}): {JUSTIFICATION_SHAPE}; "
                 "choice.method is the value you choose. Each text field in your own words."
             )
-        items = _items(state, step)
+        items = step_items(state, step)
         return WorkflowProgress(
             **common,
             complete=False,
@@ -349,94 +354,6 @@ def _find(catalog: Catalog, name: object) -> Workflow:
 
 def _definition(state: WorkflowState) -> Workflow:
     return Workflow.model_validate(state.definition)
-
-
-def _current(workflow: Workflow, state: WorkflowState, step: str | None) -> Step:
-    if state.complete or state.step is None:
-        raise InvalidArgument(
-            f"The workflow {workflow.name} is already complete; it takes no more answers.",
-            fix="Read its results with workflows.state(state_id), or start a new run.",
-        )
-    current = workflow.step(state.step)
-    if step is not None and step != current.id:
-        done = step in {s.id for s in workflow.steps}
-        raise InvalidArgument(
-            f"Out of order: the answer is for step {str(step)[:64]!r}, but the workflow waits for step "
-            f"{current.id!r}" + ("." if done else f" ({str(step)[:64]!r} is no step of {workflow.name})."),
-            fix=f"Answer step {current.id!r} (workflows.state shows its instruction). Nothing was saved.",
-        )
-    return current
-
-
-def _values(state: WorkflowState, step: Step) -> dict[str, Any]:
-    values: dict[str, Any] = {**state.inputs, **state.saved}
-    items = _items(state, step)
-    if items is not None and state.item < len(items):
-        values[step.as_] = items[state.item]
-    return values
-
-
-def _items(state: WorkflowState, step: Step) -> list[Any] | None:
-    if step.foreach is None:
-        return None
-    items = lookup(parse_ref(step.foreach), {**state.inputs, **state.saved})
-    return items if isinstance(items, list) else None
-
-
-def _requirement_args(step: Step, values: dict[str, Any], answer: Any, budget: Budget) -> dict[str, Any]:
-    assert step.requires is not None
-    scope = {**values, "answer": answer}
-    return {name: render_value(value, scope, budget) for name, value in step.requires.args.items()}
-
-
-def _enter(state: WorkflowState, step: Step) -> list[str]:
-    """Make ``step`` the current one; problems if it cannot be asked (its foreach has no items)."""
-    state.step, state.item, state.answers = step.id, 0, []
-    if step.foreach is None:
-        return []
-    try:
-        items = lookup(parse_ref(step.foreach), {**state.inputs, **state.saved})
-    except TemplateError as exc:
-        return [f"step {step.id!r} cannot be asked: {exc}"]
-    if not isinstance(items, list) or not items:
-        shown = "an empty list" if isinstance(items, list) else f"not a list ({type(items).__name__})"
-        return [f"step {step.id!r} is asked once per item of {step.foreach}, which is {shown}"]
-    return []
-
-
-def _advance(workflow: Workflow, state: WorkflowState, step: Step, answer: Any, budget: Budget) -> list[str]:
-    """Keep ``answer`` in ``state`` and move on; problems (state then unusable) if it cannot go on."""
-    items = _items(state, step)
-    if items is not None:
-        state.answers.append(answer)
-        state.item += 1
-        if state.item < len(items):
-            return []
-        answer = list(state.answers)
-    if step.save is not None:
-        state.saved[step.save] = answer
-    if step.complete:
-        state.complete, state.step, state.item, state.answers = True, None, 0, []
-        return []
-    target = _choose(workflow, step, {**state.inputs, **state.saved}, budget)
-    if isinstance(target, list):
-        return target
-    return _enter(state, workflow.step(target))
-
-
-def _choose(workflow: Workflow, step: Step, values: dict[str, Any], budget: Budget) -> str | list[str]:
-    if not isinstance(step.next, list):
-        return successors(workflow, step)[0]
-    for branch in step.next:
-        if branch.if_ is None:
-            return branch.goto
-        try:
-            rendered = render(branch.if_.value, values, budget)
-        except TemplateError as exc:
-            return [f"the next step cannot be chosen: {exc}"]
-        if branch.if_.holds(rendered):
-            return branch.goto
-    return [f"step {step.id!r}: no branch applies"]  # validation requires a default branch
 
 
 def _inputs(workflow: Workflow) -> list[WorkflowInput]:
