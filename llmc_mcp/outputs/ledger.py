@@ -1,4 +1,8 @@
-"""The server's account of what llmc-mcp writes: quotas checked, writes journaled, outputs ledgered."""
+"""The server's account of what llmc-mcp writes: quotas checked, writes journaled, outputs ledgered.
+
+The writes in flight, and the cleanup after those given up, are :mod:`.journal`'s; quota figures and
+refusal texts are :mod:`.accounting`'s; file work (moves, removals with sidecars) is :mod:`.disk`'s.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,13 +36,13 @@ from llmc_mcp.outputs.accounting import (
 from llmc_mcp.outputs.disk import (
     family,
     file_identity,
-    is_alive,
     move_into_place,
     now_text,
     process_identity,
     unlink_with_sidecars,
     write_json,
 )
+from llmc_mcp.outputs.journal import Journal
 from llmc_mcp.outputs.models import (
     SIDECAR_SUFFIXES,
     Grant,
@@ -65,10 +69,9 @@ class OutputLedger:
         self._signer = signer
         self.dir = workspace.root / ".llmc" / "outputs"
         self.owner = process_identity(os.getpid())
-        self._journal = self.dir / "journal" / self.owner
         self._ledger = self.dir / "ledger.json"
         self._lock = threading.RLock()
-        self._pending: dict[str, dict[str, Any]] = {}
+        self.journal = Journal(workspace, self.dir / "journal", self.owner, self._lock)
         self.charged: list[Callable[[str], tuple[int, int]]] = []
         """Other files the server writes for sessions, charged to the same byte quotas (workflow states,
         pending hints, justification records): each gives the bytes of one account's and of everyone's."""
@@ -95,7 +98,7 @@ class OutputLedger:
                     self.quota.workspace_bytes
                     - now.workspace.bytes
                     - everyone
-                    - self._in_flight_bytes()
+                    - self.journal.in_flight_bytes()
                     + now.freed,
                     workspace_bytes_text(self.quota, now.workspace, everyone),
                 ),
@@ -118,13 +121,11 @@ class OutputLedger:
                 "dirs": [self.workspace.relative(d) for d in dirs],
                 "started_at": now_text(),
             }
-            # The session key stays in memory: on disk, where workers can read, it would name a session.
-            write_json(self._journal / f"{token}.json", {k: v for k, v in entry.items() if k != "worker"})
-            self._pending[token] = entry
+            self.journal.add(entry)
         try:
             self.workspace.make_dirs(dirs)
         except BaseException:
-            self._discard(entry)
+            self.journal.discard(entry)
             raise
         return Grant(token, entry["tmp"], rel, max_bytes, bound, fix)
 
@@ -133,13 +134,13 @@ class OutputLedger:
 
         Refused (:class:`QuotaExceeded`), the temporary file is deleted and ``dst`` is untouched.
         """
-        entry = self._entry(session, token)
+        entry = self.journal.entry(session, token)
         tmp, dst = self.workspace.root / entry["tmp"], self.workspace.root / entry["dst"]
         account = account_of(session)
         try:  # before the lock: hashing the output takes time, and other sessions commit meanwhile
             sealed = self._seal(entry, tmp)
         except BaseException:
-            self._discard(entry)
+            self.journal.discard(entry)
             raise
         with self._locked():
             try:
@@ -167,7 +168,7 @@ class OutputLedger:
                     )
                 move_into_place(tmp, dst)
             except BaseException:
-                self._discard(entry)
+                self.journal.discard(entry)
                 raise
             info = dst.stat()
             record = OutputRecord(
@@ -175,7 +176,7 @@ class OutputLedger:
             )
             records[record.path] = record
             self._save(records)
-            self._forget(entry)
+            self.journal.forget(entry)
         return record
 
     def verify_records(self, claims: list[Claim]) -> list[bool]:
@@ -215,40 +216,15 @@ class OutputLedger:
 
     def abort(self, session: str, token: str) -> None:
         """A write failed: delete what it left and the directories it created."""
-        entry = self._pending.get(token)
-        if entry is not None and entry["worker"] == session:
-            self._discard(entry)
+        self.journal.abort(session, token)
 
     def discard_worker(self, session: str) -> int:
         """A session's worker is gone: clean up after every write it had in flight. Returns how many."""
-        with self._lock:
-            entries = [e for e in self._pending.values() if e["worker"] == session]
-        for entry in entries:
-            self._discard(entry)
-        return len(entries)
+        return self.journal.discard_worker(session)
 
     def sweep(self) -> int:
         """Clean up after the writes in flight of server processes that are gone. Returns how many."""
-        journals = self.dir / "journal"
-        if not journals.is_dir():
-            return 0
-        swept = 0
-        for folder in journals.iterdir():
-            if folder.name == self.owner or is_alive(folder.name):
-                continue
-            for path in folder.glob("*.json"):
-                try:
-                    entry = json.loads(path.read_text())
-                    self._cleanup(entry)
-                    swept += 1
-                except (OSError, ValueError, KeyError, TypeError) as exc:
-                    log.warning("output journal entry %s unreadable (%s); removed", path.name, exc)
-                path.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        if swept:
-            log.warning("removed the temporary files of %d writes a previous server left unfinished", swept)
-        return swept
+        return self.journal.sweep()
 
     def check_writable(self, dst: str) -> None:
         """Raise :class:`~llmc_mcp.errors.Refused` if writing ``dst`` would replace a file llmc-mcp did
@@ -376,53 +352,6 @@ class OutputLedger:
                 yield
             finally:
                 os.close(fd)
-
-    def _entry(self, session: str, token: str) -> dict[str, Any]:
-        entry = self._pending.get(token)
-        if entry is None or entry["worker"] != session:
-            raise InvalidArgument("Unknown or expired output grant.", fix="Run the operation again.")
-        return entry
-
-    def _discard(self, entry: Mapping[str, Any]) -> None:
-        with self._lock:
-            others = [e for e in self._pending.values() if e is not entry]
-            busy = {Path(e["tmp"]).parent for e in others}
-            self._cleanup(entry, keep=busy)
-            self._forget(entry)
-
-    def _cleanup(self, entry: Mapping[str, Any], keep: Iterable[Path] = ()) -> None:
-        """Delete the temporary file and its sidecars, then the directories the write created.
-
-        A journal read back from disk is not trusted further than the workspace: the workers can
-        write there too, so nothing it names outside the workspace is touched.
-        """
-        root = self.workspace.root
-        tmp = root / entry["tmp"]
-        if not tmp.resolve().is_relative_to(root) or not Path(entry["tmp"]).name.startswith("."):
-            return
-        for path in family(tmp):
-            path.unlink(missing_ok=True)
-        for name in reversed(entry.get("dirs", [])):
-            folder = root / name
-            if any(Path(name) == busy or Path(name) in busy.parents for busy in keep):
-                break
-            if not folder.resolve().is_relative_to(root) or folder.resolve() == root:
-                break
-            try:
-                folder.rmdir()
-            except OSError:
-                break  # not empty (another write uses it) or already gone
-
-    def _forget(self, entry: Mapping[str, Any]) -> None:
-        self._pending.pop(entry["token"], None)
-        (self._journal / f"{entry['token']}.json").unlink(missing_ok=True)
-
-    def _in_flight_bytes(self) -> int:
-        total = 0
-        for entry in self._pending.values():
-            with contextlib.suppress(OSError):
-                total += sum(p.stat().st_size for p in family(self.workspace.root / entry["tmp"]))
-        return total
 
     def _load(self) -> dict[str, OutputRecord]:
         """The ledger, without outputs that are gone or that someone else has changed since, and
