@@ -2,15 +2,16 @@
 
 One piece: every method here reads or changes the same map of live workers, their per-session
 locks, the count of those starting and the spare, and the bounds below hold only if they all do. What a
-worker is (:mod:`.workers`), what a failed call returns (:mod:`.failures`), the wall clock
-(:mod:`.wall_clock`) and progress relaying (:mod:`.relay`) live beside it.
+worker is (:mod:`.workers`), starting one and the requests exchanged with it (:mod:`.exchange`), what a
+failed call returns (:mod:`.failures`), the wall clock (:mod:`.wall_clock`) and progress relaying
+(:mod:`.relay`) live beside it.
 
 The server owns the wall clock: each call runs under ``anyio.fail_after``;
 on expiry the worker's whole process group is killed and the session starts
 afresh on its next call. A worker that dies (segfault, OOM kill, CPU rlimit)
 costs its session its variables and nothing else. While agent code runs, the
-worker's requests (gate decisions, persisting) are served here, in the
-trusted process, by :class:`HostHandler`.
+worker's requests (gate decisions, persisting) are served in the trusted
+process by the pool's :data:`~.exchange.HostHandler`.
 
 Lifecycle, all on the parent side:
 
@@ -48,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -58,27 +58,20 @@ import anyio
 from anyio.abc import Process
 
 from llmc_mcp.config import Settings
-from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
+from llmc_mcp.sandbox.channel import ChannelClosed, ProtocolError
+from llmc_mcp.sandbox.exchange import HostHandler, request, start_worker
 from llmc_mcp.sandbox.failures import CRASH_FIX, crash_message, limit_failure, refused_code, timeout_fix
-from llmc_mcp.sandbox.relay import ProgressHandler, ProgressRelay
+from llmc_mcp.sandbox.relay import ProgressHandler
 from llmc_mcp.sandbox.wall_clock import wall_clock
 from llmc_mcp.sandbox.workers import (
-    NEUTRAL_CWD,
     Worker,
     WorkerStartError,
     stop_worker,
-    worker_command,
     worker_config,
-    worker_environment,
 )
-from llmc_mcp.sessions import current_session
 
 log = logging.getLogger(__name__)
 
-HostHandler = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
-"""Serves one worker request; returns its result or raises an LlmcError."""
-
-STARTUP_TIMEOUT = 60.0
 DEMOTE_AFTER = 1.0
 """Seconds into a call after which its worker runs at :data:`~.workers.DEMOTED_NICE`: short
 interactive calls of other sessions then get the CPU first, and a runaway loop costs the others
@@ -198,7 +191,7 @@ class WorkerPool:
             demotion = _call_later(DEMOTE_AFTER, self._give_way, worker, worker.calls)
             try:
                 with wall_clock(self.settings.exec_timeout):
-                    result = await self._call(worker, method, params)
+                    result = await request(worker, method, params, self._handler, self._on_progress)
             except TimeoutError:
                 await self._discard(key)
                 return limit_failure(
@@ -435,71 +428,9 @@ class WorkerPool:
         """
         self._starting += counted
         try:
-            try:
-                process = process or await anyio.open_process(
-                    worker_command(self._config),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=None,
-                    env=worker_environment(),
-                    start_new_session=True,
-                    cwd=NEUTRAL_CWD,
-                )
-            except OSError as exc:
-                raise WorkerStartError(exc.strerror or type(exc).__name__) from None
-            assert process.stdout is not None and process.stdin is not None
-            # Start-up runs at normal priority: a session waits for it (or will soon, for the spare).
-            worker = Worker(key, process, AsyncChannel(process.stdout, process.stdin))
-            try:
-                with anyio.fail_after(STARTUP_TIMEOUT):
-                    ready = await worker.channel.receive()
-            except (TimeoutError, ChannelClosed, ProtocolError) as exc:
-                await stop_worker(worker)
-                raise WorkerStartError(type(exc).__name__) from None
-            except BaseException:
-                await stop_worker(worker)
-                raise
+            return await start_worker(key, self._config, process)
         finally:
             self._starting -= counted
-        started = ready.get("result", {})
-        log.info("worker %s ready (landlock ABI %s)", started.get("pid"), started.get("landlock"))
-        return worker
-
-    async def _call(self, worker: Worker, method: str, params: dict[str, Any]) -> Any:
-        request_id = worker.next_id()
-        await worker.channel.send({"id": request_id, "method": method, "params": params})
-        progress = ProgressRelay(self._on_progress)
-        while True:
-            message = await worker.channel.receive()
-            if "method" in message and "id" not in message:
-                if message["method"] == "progress":
-                    await progress.relay(message.get("params"))
-                continue
-            if "method" in message:
-                await worker.channel.send(await self._serve(worker, message))
-                continue
-            if message.get("id") != request_id:
-                raise ProtocolError("worker answered out of order")
-            if "error" in message:
-                raise ProtocolError(str(message["error"]))
-            return message.get("result")
-
-    async def _serve(self, worker: Worker, message: Mapping[str, Any]) -> dict[str, Any]:
-        from llmc_mcp.errors import LlmcError
-
-        reply: dict[str, Any] = {"id": message.get("id")}
-        token = current_session.set(worker.key)
-        try:
-            reply["result"] = await self._handler(str(message.get("method")), message.get("params") or {})
-        except LlmcError as exc:
-            reply["error"] = exc.to_dict()
-        except Exception as exc:
-            # The handler budgets its own logging per session; reaching here is a bug, said once per call.
-            log.error("host request %.40r failed: %s", message.get("method"), type(exc).__name__)
-            reply["error"] = {"type": "internal_error", "message": "The server could not serve this request."}
-        finally:
-            current_session.reset(token)
-        return reply
 
     async def _discard(self, key: str, grace: float = 0.0) -> int | None:
         """Forget the session's worker at once, then make sure its process group is gone and reaped."""
