@@ -94,8 +94,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """The controller adds up what each pytest-xdist worker checked."""
-    _RECORDS_CHECKED.append(int(node.workeroutput.get("provenance_records_checked", 0)))
+    """The controller adds up what each pytest-xdist worker checked. A worker that died (``error``
+    set) sent no output: xdist reports its crash, and this hook must not turn that into an
+    INTERNALERROR that ends the whole run."""
+    output = getattr(node, "workeroutput", None) or {}
+    _RECORDS_CHECKED.append(int(output.get("provenance_records_checked", 0)))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
