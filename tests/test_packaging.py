@@ -19,7 +19,7 @@ from llmc_mcp import __version__
 ROOT = Path(__file__).resolve().parents[1]
 NOT_IN_A_CLONE = (
     ".git", ".venv", "build", "dist", "*.egg-info", "node_modules", "__pycache__", ".pytest_cache",
-    ".ruff_cache", ".hypothesis",
+    ".ruff_cache", ".hypothesis", ".clients",
 )  # fmt: skip
 """What a checkout accumulates and a clone does not have."""
 
