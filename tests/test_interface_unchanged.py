@@ -8,6 +8,7 @@ diff is reviewed with the change.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -34,6 +35,7 @@ def _compare(name: str, actual: str) -> None:
     assert actual == expected, f"{name} changed; rerun with LLMC_MCP_WRITE_GOLDEN=1 if that is intended"
 
 
+@functools.cache
 def _stub_texts() -> dict[str, str]:
     stubs = StubSet.render()
     texts = {f"stubs/{name}.py": text for name, text in stubs.modules.items()}

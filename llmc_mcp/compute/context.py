@@ -10,18 +10,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from llmc_mcp.compute.engine import Engine
+from llmc_mcp.gdal.environment import GdalContext
 from llmc_mcp.outputs import OutputGuard
-from llmc_mcp.workspace import Workspace
 
 
-class ComputeContext(Protocol):
-    """The workspace, the thread budget, the output guard (set on every operation context), the engine."""
-
-    @property
-    def workspace(self) -> Workspace: ...
-
-    @property
-    def num_threads(self) -> int: ...
+class ComputeContext(GdalContext, Protocol):
+    """What GDAL work needs (the workspace, the thread budget), plus the output guard (set on every
+    operation context) and the engine."""
 
     @property
     def outputs(self) -> OutputGuard | None: ...
