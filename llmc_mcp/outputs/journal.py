@@ -17,11 +17,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.outputs.disk import family, is_alive, write_json
 from llmc_mcp.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+MAX_ENTRY_BYTES = 64 * 1024
+"""A journal entry names one write (a token, a path, its folders): a few hundred bytes. The sweep
+reads entries a worker could have replaced, so each is read bounded and never through a FIFO."""
 
 
 class Journal:
@@ -94,7 +99,10 @@ class Journal:
                 continue
             for path in folder.glob("*.json"):
                 try:
-                    entry = json.loads(path.read_text())
+                    data = read_bounded(path, MAX_ENTRY_BYTES)
+                    if len(data) > MAX_ENTRY_BYTES:
+                        raise ValueError(f"larger than {MAX_ENTRY_BYTES} bytes")
+                    entry = json.loads(data)
                     self._cleanup(entry)
                     swept += 1
                 except (OSError, ValueError, KeyError, TypeError) as exc:

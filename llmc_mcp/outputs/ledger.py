@@ -21,6 +21,7 @@ from typing import Any
 
 from llmc_mcp.capture import sha256_of
 from llmc_mcp.config import Quota
+from llmc_mcp.durable import read_bounded
 from llmc_mcp.errors import InvalidArgument, LlmcError, NotFound, Refused
 from llmc_mcp.outputs.accounting import (
     FREE_OUTPUTS,
@@ -57,6 +58,11 @@ from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.workspace import Workspace, check_relative_name
 
 log = logging.getLogger(__name__)
+
+MAX_LEDGER_BYTES = 64 * 1024 * 1024
+"""The ledger file is read whole: a workspace at its default file quota (10,000 outputs) writes a few
+MiB. Workers can write where it lives, so it is read as a regular file of at most this size (never a
+FIFO or a device planted under its name)."""
 
 
 class OutputLedger:
@@ -375,7 +381,10 @@ class OutputLedger:
     def _entries(self) -> list[tuple[dict[str, Any], bool]]:
         """Every entry of the ledger file, as stored, with whether its signature verifies."""
         try:
-            raw = json.loads(self._ledger.read_text())
+            data = read_bounded(self._ledger, MAX_LEDGER_BYTES)
+            if len(data) > MAX_LEDGER_BYTES:
+                raise ValueError(f"larger than {MAX_LEDGER_BYTES} bytes")
+            raw = json.loads(data)
             items = raw.get("outputs", [])
             if not isinstance(items, list):
                 raise ValueError("'outputs' is not a list")

@@ -448,3 +448,33 @@ def test_a_fifo_under_a_records_name_is_no_record_and_does_not_hang_the_server(w
     thread.join(20)
     assert not thread.is_alive(), "the look-up blocked on the FIFO"
     assert found == [None]
+
+
+def test_a_fifo_under_the_output_ledgers_name_does_not_hang_the_server(workspace_dir: Path) -> None:
+    """Guards against the ledger read blocking for ever: workers can write where the ledger lives, and
+    a FIFO planted as ``ledger.json`` hung every later write. It is read as an unreadable ledger."""
+    ledger = OutputLedger(Workspace(workspace_dir))
+    ledger.dir.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(ledger.dir / "ledger.json")
+    found: list[Any] = []
+    thread = threading.Thread(target=lambda: found.append(ledger.outputs()), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the ledger read blocked on the FIFO"
+    assert found == [{}]
+
+
+def test_a_fifo_among_a_gone_servers_journal_entries_does_not_hang_the_sweep(workspace_dir: Path) -> None:
+    """Guards against the sweep of a previous server's unfinished writes blocking on a FIFO a worker
+    planted among its journal entries (or reading a huge one whole): it is dropped like any unreadable
+    entry."""
+    ledger = OutputLedger(Workspace(workspace_dir))
+    gone = ledger.journal.folder / "999999999-1"  # no such process: its writes are over
+    gone.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(gone / "token.json")
+    found: list[int] = []
+    thread = threading.Thread(target=lambda: found.append(ledger.sweep()), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the sweep blocked on the FIFO"
+    assert found == [0] and not (gone / "token.json").exists()

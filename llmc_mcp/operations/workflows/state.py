@@ -60,6 +60,9 @@ MAX_STATES_PER_PRINCIPAL = 500
 """Live states one principal may hold: a loop of starts fills this, not the disk."""
 MAX_STATES = 5000
 """Live states in one workspace, whoever holds them: every HTTP session is a principal of its own."""
+MAX_REVISIONS_BYTES = 1024 * 1024
+"""The revisions file names each live state once with a number (:data:`MAX_STATES` of them take about
+300 KB); read bounded, since workers can plant anything under its name."""
 LOCK_SECONDS = 10.0
 """The longest a call waits for the folder's lock (held only to check and write one file, normally
 milliseconds); past it the call is refused, not queued behind whoever holds it (a worker can flock)."""
@@ -339,7 +342,10 @@ class StateStore:
 
     def _revisions(self) -> dict[str, int]:
         try:
-            data = json.loads(self.revisions.read_bytes())
+            raw = read_bounded(self.revisions, MAX_REVISIONS_BYTES)
+            if len(raw) > MAX_REVISIONS_BYTES:
+                raise ValueError(f"larger than {MAX_REVISIONS_BYTES} bytes")
+            data = json.loads(raw)
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
