@@ -21,6 +21,9 @@ _QUOTAS = (
 )
 
 
+_JOBS = ("job_timeout", "job_memory_mb", "max_jobs", "max_session_jobs", "task_ttl", "task_after")
+
+
 CATALOG_NAMESPACES = ("raster", "crs", "files", "provenance", "terrain", "hydrology", "workflows")
 """The catalog's namespaces in its order, for ``--tools``. Settings sit below the catalog (every layer
 reads them), so they name its namespaces rather than import it; a test checks the two agree."""
@@ -85,6 +88,27 @@ class Settings(BaseModel):
     workflow_ttl_hours: float = Field(
         168.0, gt=0, description="Hours a workflow run is kept after its last step (then it expires)."
     )
+    job_timeout: float = Field(
+        7200.0, gt=0, le=7 * 24 * 3600, description="Wall-time limit of one job or task, s."
+    )
+    job_memory_mb: int | None = Field(
+        None, ge=256, description="Address-space limit of a job's worker, MiB (default: --memory-mb)."
+    )
+    max_jobs: int = Field(4, ge=1, le=256, description="Jobs and tasks running at once on the server.")
+    max_session_jobs: int = Field(2, ge=1, le=64, description="Jobs and tasks one session may run at once.")
+    task_ttl: float = Field(
+        86400.0,
+        gt=0,
+        le=30 * 24 * 3600,
+        description="Seconds a finished job or task, and its result, stays retrievable (then it expires).",
+    )
+    task_after: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="2026-07-28 era: seconds a call from a client that declared tasks may run before it "
+        "is handed back as a task (its result comes inline if it finishes sooner).",
+    )
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -116,6 +140,11 @@ class Settings(BaseModel):
             raise ValueError("tools selects classic-mode tools: add --mode classic, or drop --tools")
         return self
 
+    @property
+    def job_memory(self) -> int:
+        """A job worker's memory limit, MiB: ``--job-memory-mb``, else a call's (``--memory-mb``)."""
+        return self.job_memory_mb or self.memory_mb
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Flags win over ``LLMC_MCP_*`` variables, which win over defaults."""
@@ -127,6 +156,7 @@ class Settings(BaseModel):
             "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
             "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
             "workflow_ttl_hours": os.environ.get("LLMC_MCP_WORKFLOW_TTL_HOURS"),
+            **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _JOBS},
             "reflection": os.environ.get("LLMC_MCP_REFLECTION"),
             "sampling_timeout": os.environ.get("LLMC_MCP_SAMPLING_TIMEOUT"),
             "min_confidence": os.environ.get("LLMC_MCP_MIN_CONFIDENCE"),

@@ -26,6 +26,16 @@ CONNECTION_PREFIX = "conn-"
 """Session keys of connections that enter the server's lifespan: stdio (one host per process)."""
 
 
+JOB_MARK = "/job-"
+"""Joins a session key and a job id into the key of the job's worker (:func:`job_session`). No session
+key holds a ``/``: they are prefixes and hex, or a digest of a handle."""
+
+
+def job_session(session: str, job_id: str) -> str:
+    """The key of a job's worker: its own worker, its own writes in flight, its session's principal."""
+    return f"{session}{JOB_MARK}{job_id.removeprefix('job-')}"
+
+
 def principal(session: str | None) -> str | None:
     """Whom a reflection hint is bound to, in terms that mean the same in every server process.
 
@@ -37,6 +47,8 @@ def principal(session: str | None) -> str | None:
     """
     if session is None:
         return None
+    # A job's worker acts for the session that started the job: the same hints, records and quotas.
+    session = session.split(JOB_MARK, 1)[0]
     if session.startswith(STATELESS_PREFIX):
         return "stateless"
     if session.startswith(CONNECTION_PREFIX):

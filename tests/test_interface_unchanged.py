@@ -84,6 +84,10 @@ async def test_the_tool_list_and_its_schemas_are_identical_to_the_golden_copy(
 ) -> None:
     """Guards against a refactor that changes a tool's name, description, input or output schema, its
     annotations, the instructions, or the prompts and resource templates a host lists. Both protocol
-    eras must list the same thing, so both compare against one copy."""
+    eras must list the same thing, so both compare against one copy; the one difference is the
+    handshake era's ``execution.taskSupport`` (tasks are an extension on 2026-07-28), checked in
+    ``tests/test_tasks_mcp.py`` and left out here."""
     listing = await _listing(Settings(mode=mode, workspace=workspace_dir), era)
+    for tool in listing["tools"]:
+        tool.pop("execution", None)
     _compare(f"listing/{mode}.json", json.dumps(listing, indent=1, sort_keys=True) + "\n")

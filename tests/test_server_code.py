@@ -103,13 +103,13 @@ async def test_read_stubs_with_an_unknown_module_lists_the_valid_ones(code_setti
     async with Client(build_server(code_settings)) as client:
         result = await client.call_tool("read_stubs", {"module": "os"})
     assert result.is_error
-    assert f"Valid modules: {', '.join([*NAMESPACES, 'reflection'])};" in structured(result)["fix"]
+    assert f"Valid modules: {', '.join([*NAMESPACES, 'reflection', 'jobs'])};" in structured(result)["fix"]
 
 
 def test_stubs_are_written_into_the_workspace_at_startup(code_settings: Settings) -> None:
     build_server(code_settings)
     stubs = code_settings.workspace / ".llmc" / "stubs"
-    expected = ["INDEX.md", "reflection.py", *(f"{namespace}.py" for namespace in NAMESPACES)]
+    expected = ["INDEX.md", "reflection.py", "jobs.py", *(f"{namespace}.py" for namespace in NAMESPACES)]
     assert sorted(p.name for p in stubs.iterdir()) == sorted(expected)
 
 

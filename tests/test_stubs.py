@@ -15,8 +15,8 @@ from llmc_mcp.cli.main import main
 from llmc_mcp.operations import CATALOG, NAMESPACES, OperationContext, namespace_operations
 from llmc_mcp.reflection.gate import Hint, PersistResult
 from llmc_mcp.reflection.prompts import PromptLibrary
-from llmc_mcp.sandbox.bindings import build_modules
-from llmc_mcp.stubs.render import REFLECTION_FUNCTIONS, StubSet
+from llmc_mcp.sandbox.jobs_module import CallClock, sandbox_modules
+from llmc_mcp.stubs.render import JOBS_FUNCTIONS, REFLECTION_FUNCTIONS, StubSet
 from llmc_mcp.tokens import count_tokens
 
 
@@ -47,7 +47,7 @@ def bindings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from llmc_mcp.workspace import Workspace
 
     ctx = OperationContext(Workspace(tmp_path_factory.mktemp("ws")))
-    return build_modules(ctx, _NoHost(), PromptLibrary.default())
+    return sandbox_modules(ctx, _NoHost(), PromptLibrary.default(), CallClock(30.0))
 
 
 def _hints(func: Any, namespace: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def _shape(tp: Any) -> Any:
 
 
 def test_every_namespace_and_reflection_has_a_stub_module(stubs: StubSet) -> None:
-    assert sorted(stubs.modules) == sorted([*NAMESPACES, "reflection"])
+    assert sorted(stubs.modules) == sorted([*NAMESPACES, "reflection", "jobs"])
 
 
 @pytest.mark.parametrize("op", CATALOG, ids=lambda op: op.qualname)
@@ -119,6 +119,21 @@ def test_reflection_stub_signatures_equal_the_runtime(
     ]
 
 
+@pytest.mark.parametrize("name", JOBS_FUNCTIONS)
+def test_jobs_stub_signatures_equal_the_runtime(
+    stubs: StubSet, stub_modules: dict[str, types.ModuleType], bindings: dict[str, Any], name: str
+) -> None:
+    """Guards against the jobs stub promising a call (a parameter, its kind or default) the sandbox's
+    jobs module does not take, in the module stub and in the one-function stub alike."""
+    runtime = inspect.signature(getattr(bindings["jobs"], name))
+    expected = [(p.name, p.kind, p.default) for p in runtime.parameters.values()]
+    for stub in (
+        getattr(stub_modules["jobs"], name),
+        getattr(_load(stubs.functions[f"jobs.{name}"], name), name),
+    ):
+        assert [(p.name, p.kind, p.default) for p in inspect.signature(stub).parameters.values()] == expected
+
+
 @pytest.mark.parametrize("op", [op for op in CATALOG if op.reflection], ids=lambda op: op.qualname)
 def test_gated_operations_name_their_domains_in_the_stub(stubs: StubSet, op: Any) -> None:
     source = stubs.get(op.qualname)
@@ -131,7 +146,9 @@ def test_stubs_command_writes_importable_files(tmp_path: Path) -> None:
     """Guards against a namespace of the catalog missing from the stubs a user writes out."""
     assert main(["stubs", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == sorted(["INDEX.md", "reflection.py", *(f"{namespace}.py" for namespace in NAMESPACES)])
+    assert names == sorted(
+        ["INDEX.md", "reflection.py", "jobs.py", *(f"{namespace}.py" for namespace in NAMESPACES)]
+    )
     for path in tmp_path.glob("*.py"):
         compile(path.read_text(), path.name, "exec")
 

@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"low|medium|high: below it, the user approves (elicitation). {_ENV}",
     )
     _add_limit_flags(serve)
+    _add_job_flags(serve)
     _add_quota_flags(serve)
 
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
@@ -175,6 +176,32 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         metavar="MIB",
         help=f"Memory limit of a code-mode worker (default 2048). {_ENV}",
     )
+
+
+_JOB_FLAGS = {
+    "job_timeout": (float, "SECONDS", "Wall-time limit of one job or task (default 7200)."),
+    "job_memory_mb": (int, "MIB", "Memory limit of a job's worker (default: --memory-mb)."),
+    "max_jobs": (int, "N", "Jobs and tasks running at once on the server (default 4)."),
+    "max_session_jobs": (int, "N", "Jobs and tasks one session may run at once (default 2)."),
+    "task_ttl": (
+        float,
+        "SECONDS",
+        "How long a finished job or task and its result stay retrievable (default 86400).",
+    ),
+    "task_after": (
+        float,
+        "SECONDS",
+        "2026-07-28 clients that declared tasks: a call still running after "
+        "this long is handed back as a task (default 2).",
+    ),
+}
+
+
+def _add_job_flags(parser: argparse.ArgumentParser) -> None:
+    for name, (kind, metavar, text) in _JOB_FLAGS.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"), type=kind, default=None, metavar=metavar, help=f"{text} {_ENV}"
+        )
 
 
 _QUOTA_FLAGS = {
@@ -270,6 +297,7 @@ def _settings(args: argparse.Namespace):
             tools=getattr(args, "tools", None),
             init_tool_name=getattr(args, "init_tool_name", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
+            **{name: getattr(args, name, None) for name in _JOB_FLAGS},
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

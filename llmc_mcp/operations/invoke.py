@@ -26,6 +26,20 @@ class GateLike(Protocol):
         ...
 
 
+def preflight(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> None:
+    """Everything :func:`invoke` does before the work: validate, check, gate; raises what it would.
+
+    A job or task runs its operation later, in a worker of its own with no client request to ask on,
+    so its decisions are asked here first, in the agent's call, where a model can be sampled and a
+    user asked; the job then finds them justified (the gate reuses identical decisions).
+    """
+    args = op.validate(raw_args)
+    with gdal_env(ctx):
+        facts = op.check(ctx, args)
+        if op.reflection:
+            gate.require(op, args, facts)
+
+
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate, check, gate and run; an operation that writes is captured for its outputs' records."""
     args = op.validate(raw_args)

@@ -91,9 +91,13 @@ def process_identity(pid: int) -> str:
 
 
 def is_alive(owner: str) -> bool:
-    """Whether the process a journal entry names (by pid and start time) still runs."""
+    """Whether the process a journal entry names (by pid and start time) still runs.
+
+    A pid with no process is dead, whatever start time the name gives: ``<pid>-0``, what
+    :func:`process_identity` says of a process it cannot see, would otherwise match itself.
+    """
     pid, _, _ = owner.partition("-")
-    if not pid.isdigit():
+    if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
         return False
     return process_identity(int(pid)) == owner
 

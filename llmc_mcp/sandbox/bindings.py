@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from llmc_mcp.errors import LlmcError, OutOfMemory
 from llmc_mcp.operations import CATALOG, NAMESPACES, Operation, OperationContext
 from llmc_mcp.operations.about import describe_inputs
-from llmc_mcp.operations.invoke import invoke
+from llmc_mcp.operations.invoke import invoke, preflight
 from llmc_mcp.reflection import gate as gate_module
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.sandbox.policy import ModuleProxy, to_plain
@@ -110,7 +110,7 @@ def sandbox_error(exc: BaseException) -> ApiError:
     )
 
 
-def _trusted(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def trusted(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run trusted code for the sandbox; any failure becomes an :class:`ApiError` and nothing else.
 
     The ApiError is raised outside the ``except`` block, so it has neither a ``__cause__`` nor a
@@ -142,7 +142,7 @@ def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) 
         return invoke(op, ctx, gate, bound.arguments).model_dump(mode="json")
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return _trusted(run, *args, **kwargs)
+        return trusted(run, *args, **kwargs)
 
     call.__name__ = op.name
     call.__qualname__ = op.qualname
@@ -157,15 +157,15 @@ def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
     ) -> dict[str, Any]:
         """Store a justification for a hint (or replace this session's own with ``supersede``)."""
         params = {"hash": hash, "domain": domain, "justification": justification, "supersede": supersede}
-        return _trusted(host.request, "gate.persist", params)
+        return trusted(host.request, "gate.persist", params)
 
     def prompt(name: str, **args: Any) -> str:
         """The text of a reflection prompt rendered with its arguments."""
-        return _trusted(lambda: prompts.get(name).render(args))
+        return trusted(lambda: prompts.get(name).render(args))
 
     def report() -> list[dict[str, Any]]:
         """The justifications stored in this workspace: domain, args, choice, confidence, when."""
-        return _trusted(host.request, "gate.report", {})
+        return trusted(host.request, "gate.report", {})
 
     return ModuleProxy(
         "reflection",
@@ -187,6 +187,21 @@ def build_operations(ctx: OperationContext, host: HostLink) -> dict[str, Callabl
     """
     gate = RemoteGate(host, ctx)
     return {op.qualname: _operation_function(op, ctx, gate) for op in CATALOG}
+
+
+def build_preflights(ctx: OperationContext, host: HostLink) -> dict[str, Callable[..., Any]]:
+    """Every catalog operation's checks and gate without its work, by qualified name: what a task
+    asks in the client's call before its work is queued (:func:`~llmc_mcp.operations.invoke.preflight`)."""
+    gate = RemoteGate(host, ctx)
+
+    def checked(op: Operation) -> Callable[..., Any]:
+        def call(**kwargs: Any) -> dict[str, Any]:
+            trusted(preflight, op, ctx, gate, kwargs)
+            return {"checked": op.qualname}
+
+        return call
+
+    return {op.qualname: checked(op) for op in CATALOG}
 
 
 def call_operation(

@@ -111,10 +111,14 @@ class WorkerPool:
         self._prestarted = prestarted
         """A worker started before the event loop (:func:`start_worker_early`): the first spare."""
         self.max_workers = max_workers or settings.max_workers
+        self.timeout_flag = "--exec-timeout"
+        """The flag a timeout's message names (a pool of job workers names ``--job-timeout``)."""
         self._workers: dict[str, Worker] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._starting = 0
         self._bound: set[str] = set()
+        self._held: dict[str, bool] = {}
+        """Sessions whose worker runs a task, and whether their session ended meanwhile (:meth:`hold`)."""
         self._reaper: Any = None  # the asyncio task of the idle reaper, while one runs
         self.reaped = 0
         self.warm_spare = warm_spare
@@ -134,25 +138,39 @@ class WorkerPool:
 
     # -------------------------------------------------------------------------------------- calling
 
-    async def execute(self, key: str, code: str, reset: bool) -> dict[str, Any]:
+    async def execute(
+        self, key: str, code: str, reset: bool, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Run agent code in the session's worker (code mode)."""
         refused = refused_code(code)
         if refused is not None:
             return refused
-        return await self.run(key, "execute", {"code": code, "reset": reset}, reset=reset)
+        return await self.run(key, "execute", {"code": code, "reset": reset}, reset=reset, timeout=timeout)
 
     async def operate(self, key: str, operation: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run one catalog operation in the session's worker (classic mode): the same confined path."""
         return await self.run(key, "operation", {"operation": operation, "args": dict(args)})
 
+    async def preflight(self, key: str, operation: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and gate one operation in the session's worker without doing its work (a task's start)."""
+        return await self.run(key, "preflight", {"operation": operation, "args": dict(args)})
+
     async def run(
-        self, key: str, method: str, params: dict[str, Any], *, reset: bool = False
+        self,
+        key: str,
+        method: str,
+        params: dict[str, Any],
+        *,
+        reset: bool = False,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         """Send one request to the session's worker under the wall clock; limits become failures.
 
         The answer is the worker's (``ok``, ``result``, ``error``...) or, when a limit ended the call,
-        a failure of the same shape saying which limit and what happened to the session.
+        a failure of the same shape saying which limit and what happened to the session. ``timeout``
+        replaces ``--exec-timeout`` for this call (a task's, bounded by ``--job-timeout``).
         """
+        limit = self.settings.exec_timeout if timeout is None else timeout
         if self._before_call is not None:
             await self._before_call(key)
         lock = self._locks.setdefault(key, anyio.Lock())
@@ -190,13 +208,13 @@ class WorkerPool:
             worker.call_started = time.monotonic()
             demotion = _call_later(DEMOTE_AFTER, self._give_way, worker, worker.calls)
             try:
-                with wall_clock(self.settings.exec_timeout):
+                with wall_clock(limit):
                     result = await request(worker, method, params, self._handler, self._on_progress)
             except TimeoutError:
                 await self._discard(key)
                 return limit_failure(
                     "Timeout",
-                    f"The call ran longer than the {self.settings.exec_timeout:g} s limit (--exec-timeout) "
+                    f"The call ran longer than the {limit:g} s limit ({self.timeout_flag}) "
                     "and was stopped; nothing was written. The session was reset: variables from earlier "
                     "calls are gone.",
                     timeout_fix(params.get("operation") if method == "operation" else None),
@@ -235,9 +253,26 @@ class WorkerPool:
 
     # ------------------------------------------------------------------------------------ lifecycle
 
+    def set_progress(self, on_progress: ProgressHandler) -> None:
+        """Where the workers' progress goes from now on (a job pool's is its runner, made after it)."""
+        self._on_progress = on_progress
+
+    def hold(self, key: str) -> None:
+        """Keep the session's worker while a task runs in it, even if its connection ends meanwhile:
+        :meth:`close_session` is then put off until :meth:`release`, not waited for."""
+        self._held.setdefault(key, False)
+
+    async def release(self, key: str) -> None:
+        """The task holding the session's worker ended: close the session now if it ended meanwhile."""
+        if self._held.pop(key, False):
+            await self.close_session(key)
+
     async def close_session(self, key: str) -> None:
         """Stop the session's worker (if any) and forget the session."""
         self._bound.discard(key)
+        if key in self._held and not self._closed:
+            self._held[key] = True
+            return
         lock = self._locks.get(key)
         if lock is None:
             await self._discard(key)

@@ -53,6 +53,8 @@ class WorkerConfig(BaseModel):
     output_limit: int
     num_threads: int
     cpu_seconds: int
+    call_seconds: float = 30.0
+    """The server's wall clock for one call (``--exec-timeout``): what ``jobs.wait`` may spend of it."""
     file_size_mb: int = 16 * 1024
     open_files: int = 256
 
@@ -305,9 +307,10 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations.workflows.service import RemoteWorkflows
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
-    from llmc_mcp.sandbox.bindings import build_modules, build_operations, call_operation
+    from llmc_mcp.sandbox.bindings import build_operations, build_preflights, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
+    from llmc_mcp.sandbox.jobs_module import CallClock, sandbox_modules
     from llmc_mcp.workspace import Workspace
 
     refuse_unexpected_drivers(unexpected_drivers())
@@ -321,7 +324,9 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
         Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host)
     )
     operations = build_operations(context, host)
-    session = Session(build_modules(context, host, PromptLibrary.default()), config.output_limit)
+    preflights = build_preflights(context, host)
+    clock = CallClock(config.call_seconds)
+    session = Session(sandbox_modules(context, host, PromptLibrary.default(), clock), config.output_limit)
     apply_limits(config)
     confined = confine(str(context.workspace.root))
     ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
@@ -329,13 +334,16 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     while True:
         message = channel.receive()
         method, params = message.get("method"), message.get("params") or {}
-        if method in ("execute", "operation"):
+        if method in ("execute", "operation", "preflight"):
             set_cpu_budget(config.cpu_seconds)
+            clock.start_call()
             if isinstance(sys.stderr, BoundedStderr):
                 sys.stderr.new_call()
-            with tracking(_progress_sender(channel), one_operation=method == "operation"):
+            with tracking(_progress_sender(channel), one_operation=method != "execute"):
                 if method == "operation":
                     result = _run_operation(call_operation, operations, params)
+                elif method == "preflight":
+                    result = _run_operation(call_operation, preflights, params)
                 else:
                     if params.get("reset"):
                         session.reset()

@@ -51,6 +51,7 @@ def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
         output_limit=settings.output_limit,
         num_threads=settings.num_threads,
         cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
+        call_seconds=settings.exec_timeout,
     )
 
 

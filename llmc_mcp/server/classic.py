@@ -15,6 +15,7 @@ Each tool declares its result model as ``outputSchema`` and its successes confor
 from __future__ import annotations
 
 import inspect
+import secrets
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -25,22 +26,31 @@ from pydantic import Field, ValidationError
 
 from llmc_mcp import __version__
 from llmc_mcp.config import Settings
-from llmc_mcp.operations import Operation
+from llmc_mcp.jobs.models import JobRecord
+from llmc_mcp.operations import Operation, get_operation
 from llmc_mcp.reflection.gate import PersistResult
 from llmc_mcp.reflection.prompts import PromptTemplate
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.server.base import LlmcServer
-from llmc_mcp.server.host import worker_pool
+from llmc_mcp.server.host import worker_pools
 from llmc_mcp.server.instructions import classic_instructions, classic_operations
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
-from llmc_mcp.server.results import error_result, exception_result, image_fields, ok_result, output_schema
+from llmc_mcp.server.results import (
+    answer_result,
+    error_result,
+    exception_result,
+    image_fields,
+    ok_result,
+    output_schema,
+)
 from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
 from llmc_mcp.server.review import persist_reviewed
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import argument_error, declare_output, forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
+from llmc_mcp.server.tasks import Tasks, serve_tasks
 from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
 NEXT_ACTION = (
@@ -73,7 +83,9 @@ class ClassicServer(LlmcServer):
 
 
 def build_classic_server(runtime: Runtime) -> MCPServer:
-    pool = worker_pool(runtime)
+    pool, jobs = worker_pools(runtime)
+    tasks = Tasks(jobs, runtime.settings.task_after)
+    tasks.renders("operation", render_operation)
     calls = ResumableCalls()
     server = ClassicServer(
         "llmc-mcp",
@@ -85,7 +97,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     server.resource_lister = serve_resources(server, runtime, pool, None)
     for op in classic_operations(runtime.settings.tools):
         server.add_tool(
-            _operation_tool(op, pool, calls, runtime.settings),
+            _operation_tool(op, pool, calls, runtime.settings, tasks),
             name=op.tool_name,
             description=_tool_description(op),
             annotations=ToolAnnotations(
@@ -119,7 +131,13 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     }
     for template in runtime.gate.prompts:
         server.add_prompt(_prompt(template))
+    serve_tasks(server, tasks, frozenset(op.tool_name for op in classic_operations(runtime.settings.tools)))
     return server
+
+
+def render_operation(record: JobRecord) -> CallToolResult:
+    """An operation job's answer as its classic tool returns it."""
+    return answer_result(record.answer or {}, image_fields(get_operation(record.name).result))
 
 
 def _tool_description(op: Operation) -> str:
@@ -130,7 +148,9 @@ def _tool_description(op: Operation) -> str:
     return description
 
 
-def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, settings: Settings) -> Any:
+def _operation_tool(
+    op: Operation, pool: WorkerPool, calls: ResumableCalls, settings: Settings, tasks: Tasks
+) -> Any:
     images = image_fields(op.result)
 
     async def tool(ctx: Context, **kwargs: Any) -> CallToolResult | InputRequiredResult:
@@ -138,15 +158,14 @@ def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, sett
             try:
                 args = op.from_classic(kwargs)
                 with serving(ctx):
+                    if tasks.wanted():
+                        return await _as_task(op, args, ctx, pool, tasks)
                     answer = await run_in_session(
                         pool, ctx, lambda key, _fresh: pool.operate(key, op.qualname, args)
                     )
             except Exception as exc:
                 return exception_result(exc, op.tool_name)
-            if answer["ok"]:
-                return ok_result(answer["result"], images)
-            error = {k: v for k, v in answer["error"].items() if k not in ("line", "traceback")}
-            return error_result(error)
+            return answer_result(answer, images)
 
         if op.reflection and needs_resuming(ctx, settings.reflection, settings.min_confidence):
             return await calls.run(ctx, session_key(ctx), kwargs, work)
@@ -164,6 +183,18 @@ def _operation_tool(op: Operation, pool: WorkerPool, calls: ResumableCalls, sett
     )
     tool.__annotations__ = {**hints, "ctx": Context, "return": CallToolResult | InputRequiredResult}
     return tool
+
+
+async def _as_task(
+    op: Operation, args: dict[str, Any], ctx: Context, pool: WorkerPool, tasks: Tasks
+) -> CallToolResult:
+    """The call as a task: checked and gated now, in the session's worker (where the client's model or
+    user can still be asked), then run as a job; nothing is queued that would wait on a question."""
+    checked = await run_in_session(pool, ctx, lambda key, _fresh: pool.preflight(key, op.qualname, args))
+    if not checked["ok"]:
+        return answer_result(checked)
+    owner = session_key(ctx) or STATELESS_PREFIX + secrets.token_hex(8)
+    return await tasks.hand_over(lambda: tasks.runner.start_operation(owner, op.qualname, args))
 
 
 def _persist_tool(runtime: Runtime, calls: ResumableCalls) -> Any:

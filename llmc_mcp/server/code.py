@@ -16,6 +16,7 @@ shared with the classic face.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Annotated, Any
 
@@ -24,8 +25,10 @@ from mcp.types import CallToolResult, ImageContent, InputRequiredResult, TextCon
 from pydantic import Field
 
 from llmc_mcp import __version__
+from llmc_mcp.jobs.models import JobRecord
 from llmc_mcp.server.base import LlmcServer, serve_no_prompts
-from llmc_mcp.server.host import worker_pool
+from llmc_mcp.server.classic import render_operation
+from llmc_mcp.server.host import worker_pools
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.server.requests import serving
 from llmc_mcp.server.resources import serve_resources
@@ -33,7 +36,14 @@ from llmc_mcp.server.results import error_result, exception_result, without_inli
 from llmc_mcp.server.resumable import ResumableCalls, needs_resuming
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import forbid_unknown_arguments
-from llmc_mcp.server.sessions import SessionHandles, run_with_handle, session_key, worker_lifespan
+from llmc_mcp.server.sessions import (
+    SessionHandles,
+    run_with_handle,
+    session_key,
+    worker_lifespan,
+)
+from llmc_mcp.server.tasks import Tasks, serve_tasks
+from llmc_mcp.sessions import HTTP_PREFIX
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
 NEXT_ACTION = (
@@ -49,9 +59,14 @@ INIT_DESCRIPTION = (
 
 def build_code_server(runtime: Runtime) -> MCPServer:
     settings = runtime.settings
-    stubs = StubSet.render()
+    stubs = StubSet.render(settings)
     write_stubs(runtime.context.workspace.stubs_dir, stubs)
-    pool = worker_pool(runtime)
+    pool, jobs = worker_pools(runtime)
+    tasks = Tasks(jobs, settings.task_after)
+    tasks.renders("operation", render_operation)
+    tasks.renders(
+        "code", lambda record: execute_result(copy.deepcopy(record.answer or {}), settings.output_limit)
+    )
     handles = SessionHandles(pool)
     calls = ResumableCalls()
     instructions = code_instructions(settings)
@@ -119,7 +134,13 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     ) -> CallToolResult | InputRequiredResult:
         async def work() -> CallToolResult:
             try:
+                key = session_key(ctx) if session is None else handles.known(session)
+                busy = jobs.running_code(key) if key is not None else None
+                if busy is not None:
+                    return _busy(busy)
                 with serving(ctx):
+                    if tasks.wanted():
+                        return await _code_task(key)
                     result = await run_with_handle(
                         pool,
                         handles,
@@ -131,6 +152,15 @@ def build_code_server(runtime: Runtime) -> MCPServer:
                 return exception_result(exc, "execute_code")
             return execute_result(result, settings.output_limit)
 
+        async def _code_task(key: str | None) -> CallToolResult:
+            """The code as a task, run in the session's own worker (its variables persist) under
+            ``--job-timeout``; a gate miss in it is a ReflectionRequired in its result, as in a call."""
+            if key is None:
+                _handle, key, _why = handles.resolve(session)
+            elif key.startswith(HTTP_PREFIX):
+                pool.close_with_connection(key, ctx)
+            return await tasks.hand_over(lambda: jobs.start_code(pool, key, code, reset))
+
         if needs_resuming(ctx, settings.reflection, settings.min_confidence):
             arguments = {"code": code, "reset": reset, "session": session}
             # A stateless client's session is its handle, when it passes one back.
@@ -141,7 +171,19 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     for name in (settings.init_tool_name, "read_stubs", "execute_code"):
         forbid_unknown_arguments(server, name)
         _drop_titles(server, name)
+    serve_tasks(server, tasks, frozenset({"execute_code"}))
     return server
+
+
+def _busy(task: JobRecord) -> CallToolResult:
+    return error_result(
+        {
+            "type": "session_busy",
+            "message": f"This session's worker is running task {task.id} (execute_code); nothing ran.",
+            "fix": "Follow the task with tasks/get until it ends, or cancel it with tasks/cancel; or call "
+            "without this session (another session handle) meanwhile.",
+        }
+    )
 
 
 def _drop_titles(server: MCPServer, name: str) -> None:

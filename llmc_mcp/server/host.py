@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,10 +21,13 @@ from typing import Any
 import anyio
 
 from llmc_mcp.errors import InvalidArgument, LlmcError
+from llmc_mcp.jobs.runner import JobRunner, bind_progress, job_pool_settings
+from llmc_mcp.jobs.store import JobStore
 from llmc_mcp.operations import Operation, get_operation
 from llmc_mcp.operations.workflows.engine import Engine, ReviewNeeded
 from llmc_mcp.operations.workflows.service import CALLS as WORKFLOW_CALLS
 from llmc_mcp.operations.workflows.service import serve as serve_workflow
+from llmc_mcp.outputs.disk import process_identity
 from llmc_mcp.provenance.report import decisions, every_record
 from llmc_mcp.reflection.gate import Hint
 from llmc_mcp.reflection.sampling import justify
@@ -49,6 +53,14 @@ class ServerFault(LlmcError):
     """The server failed to serve a worker's request; the details are in the server log."""
 
     kind = "internal_error"
+
+
+class JobEnded(LlmcError):
+    """A job ended without a result to give: its error, under the job's own error type."""
+
+    def __init__(self, kind: str, message: str, fix: str | None):
+        super().__init__(message, fix=fix)
+        self.kind = kind[:60]
 
 
 class LogBudget:
@@ -120,7 +132,15 @@ class HostRequests:
             "outputs.owned": self._owned_outputs,
             "outputs.remove": self._remove_output,
             "outputs.verify_records": self._verify_records,
+            "jobs.start": self._start_job,
+            "jobs.status": self._job_status,
+            "jobs.wait": self._wait_job,
+            "jobs.result": self._job_result,
+            "jobs.cancel": self._cancel_job,
+            "jobs.list": self._list_jobs,
         }
+        self.jobs: JobRunner | None = None
+        """The server's jobs, once its pools exist (:func:`worker_pools`)."""
         self._workflows = Engine(
             runtime.context.workspace,
             runtime.gate,
@@ -298,6 +318,56 @@ class HostRequests:
         )
         return result.model_dump()
 
+    def _runner(self) -> JobRunner:
+        if self.jobs is None:
+            raise ServerFault("This server runs no jobs.", fix="Run the operation directly.")
+        return self.jobs
+
+    async def _start_job(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``jobs.start``: the worker has checked and gated the operation (in the agent's call)."""
+        op = get_operation(str(params.get("operation")))
+        args = params.get("args")
+        if not isinstance(args, dict):
+            raise InvalidArgument("jobs.start: the operation's arguments must be a mapping.")
+        record = await self._runner().start_operation(_session(), op.qualname, args)
+        return record.public()
+
+    def _job_status(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self._runner().get(principal(_session()), params.get("job")).public()
+
+    async def _wait_job(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        timeout = params.get("timeout")
+        seconds = float(timeout) if isinstance(timeout, int | float) else 0.0
+        record = await self._runner().wait(principal(_session()), params.get("job"), min(seconds, 60.0))
+        return record.public()
+
+    def _job_result(self, params: Mapping[str, Any]) -> Any:
+        record = self._runner().get(principal(_session()), params.get("job"))
+        if record.status == "working":
+            raise InvalidArgument(
+                f"Job {record.id} is still running ({record.message}).",
+                fix="jobs.wait(job) until its status is completed, then jobs.result(job).",
+            )
+        if record.status == "cancelled":
+            raise JobEnded(
+                "cancelled", f"Job {record.id} was cancelled; it has no result.", "Start it again."
+            )
+        answer = record.answer or {}
+        if record.status == "failed":
+            error = answer.get("error") or {}
+            raise JobEnded(
+                str(error.get("type", "job_failed")),
+                f"Job {record.id} failed: {error.get('message', 'no reason given')}",
+                error.get("fix"),
+            )
+        return answer.get("result")
+
+    async def _cancel_job(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return (await self._runner().cancel(principal(_session()), params.get("job"))).public()
+
+    def _list_jobs(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [record.public() for record in self._runner().jobs_of(principal(_session()))[:50]]
+
     def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         entries = decisions(every_record(self._gate.store), self._workspace, self._outputs)
         return [entry.model_dump() for entry in entries]
@@ -315,15 +385,30 @@ def _session() -> str:
     return session
 
 
-def worker_pool(runtime: Runtime) -> WorkerPool:
-    """The pool of confined workers every operation of either face runs in, served by the host."""
+def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
+    """The pool of confined workers every call of either face runs in, and the server's jobs, whose
+    workers are a pool of their own under the job limits; both are served by one host."""
     host = HostRequests(runtime)
-    return WorkerPool(
+    workspace = str(runtime.context.workspace.root)
+    job_workers = WorkerPool(
+        job_pool_settings(runtime.settings),
+        workspace,
+        host,
+        on_discard=host.worker_discarded,
+    )
+    job_workers.timeout_flag = "--job-timeout"
+    store = JobStore(runtime.context.workspace.root)
+    runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))
+    runner.recover()
+    job_workers.set_progress(runner.progress_relay)
+    host.jobs = runner
+    pool = WorkerPool(
         runtime.settings,
-        str(runtime.context.workspace.root),
+        workspace,
         host,
         on_discard=host.worker_discarded,
         prestarted=runtime.prestarted,
-        on_progress=relay_progress,
+        on_progress=bind_progress(relay_progress, runner.progress_relay),
         before_call=abandon_questions,
     )
+    return pool, runner

@@ -111,6 +111,15 @@ def error_result(data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=_dumps(data))], is_error=True)
 
 
+def answer_result(answer: Mapping[str, Any], images: Mapping[str, str] | None = None) -> CallToolResult:
+    """A worker's answer to one operation (``ok``, ``result``, ``error``) as the tool's result; the
+    error without the worker's line and traceback."""
+    if answer.get("ok"):
+        return ok_result(answer["result"], images)
+    error = answer.get("error") or {}
+    return error_result({k: v for k, v in error.items() if k not in ("line", "traceback")})
+
+
 def result_data(result: CallToolResult) -> dict[str, Any]:
     """What a result says, as data: its ``structuredContent``, or the JSON of an error's text."""
     if result.structured_content is not None:

@@ -64,11 +64,16 @@ def worker_lifespan(pool: WorkerPool, calls: ResumableCalls) -> Callable[[MCPSer
 
 def session_key(ctx: Context) -> str | None:
     """The request's session key, or None for a request that carries no session (stateless HTTP)."""
-    headers = ctx.headers
+    return session_key_of(ctx.request_context)
+
+
+def session_key_of(request_context: Any) -> str | None:
+    """:func:`session_key` of a low-level request context (what a method handler or middleware gets)."""
+    headers = getattr(request_context.request, "headers", None)
     if headers is not None:
         session_id = headers.get("mcp-session-id")
         return f"{HTTP_PREFIX}{session_id}" if session_id else None
-    scope = ctx.request_context.lifespan_context
+    scope = request_context.lifespan_context
     return scope.key if isinstance(scope, SessionScope) else None
 
 
@@ -130,6 +135,10 @@ class SessionHandles:
         fresh = "s-" + secrets.token_urlsafe(24)
         self._last_used[fresh] = time.monotonic()
         return fresh, self._key(fresh), why
+
+    def known(self, handle: str) -> str | None:
+        """The pool key of ``handle`` if it names a live session (nothing is created or renewed)."""
+        return self._key(handle) if handle in self._last_used else None
 
     def unclaimed(self, handle: str) -> None:
         """The handle was just issued: its worker lives :data:`UNCLAIMED_TTL` unless it comes back."""

@@ -28,6 +28,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 
+from llmc_mcp.config import Settings
 from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.schema import MAX_JUSTIFICATION_CHARS, MIN_WORDS
@@ -35,6 +36,7 @@ from llmc_mcp.reflection.specs import DOMAINS
 from llmc_mcp.sandbox.images import MAX_IMAGES, ShownImages
 
 REFLECTION_FUNCTIONS = ("persist", "prompt", "report")
+JOBS_FUNCTIONS = ("start", "status", "wait", "result", "cancel", "list")
 
 
 def _template(name: str) -> string.Template:
@@ -66,7 +68,8 @@ class StubSet:
         return self.modules.get(name) or self.functions.get(name)
 
     @classmethod
-    def render(cls) -> StubSet:
+    def render(cls, settings: Settings | None = None) -> StubSet:
+        """The stubs; ``settings`` give the limits the ``jobs`` module states (defaults otherwise)."""
         modules = {
             namespace: _render_module(namespace, [op for op in CATALOG if op.namespace == namespace])
             for namespace in NAMESPACES
@@ -77,10 +80,15 @@ class StubSet:
             (f"reflection.{name}", _extract_function(modules["reflection"], "reflection", name))
             for name in REFLECTION_FUNCTIONS
         )
+        modules["jobs"] = _render_jobs(settings or Settings())
+        functions.update(
+            (f"jobs.{name}", _extract_function(modules["jobs"], "jobs", name)) for name in JOBS_FUNCTIONS
+        )
         lines = [_index_line(namespace) for namespace in NAMESPACES]
         lines.append(
             f"- reflection: {', '.join(REFLECTION_FUNCTIONS)}; exceptions ReflectionRequired, ApiError"
         )
+        lines.append(f"- jobs: {', '.join(JOBS_FUNCTIONS)}: work longer than one call")
         functions["show"] = _render_show()
         lines.append(f"- show(image, ...): look at raster.preview results (at most {MAX_IMAGES} a call)")
         index = _template("index.md.tmpl").substitute(lines="\n".join(lines))
@@ -326,7 +334,16 @@ def _extract_function(source: str, namespace: str, name: str) -> str:
         parts.append(text_of(node, docstring))
     parts.append(text_of(function))
     body = "\n".join(parts)
-    names = [n for n in ("Any", "Literal", "TypedDict") if n in body]
+    # Type variables the kept lines use (``P = ParamSpec("P")``) come first, as in the module.
+    variables = [
+        text_of(node)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and re.search(rf"\b{t.id}\b", body) for t in node.targets)
+    ]
+    body = "\n".join([*variables, body])
+    typing_names = ("Any", "Callable", "Generic", "Literal", "ParamSpec", "TypedDict", "TypeVar")
+    names = [n for n in typing_names if re.search(rf"\b{n}\b", body)]
     head = f"from typing import {', '.join(names)}\n" if names else ""
     return f"{head}{body}\n"
 
@@ -343,6 +360,21 @@ def _render_show() -> str:
 
 
 EXAMPLE_RESAMPLING = {"method": "bilinear", "data": "continuous", "purpose": "warping"}
+
+
+def _render_jobs(settings: Settings) -> str:
+    return (
+        _template("jobs.py.tmpl")
+        .substitute(
+            exec_timeout=f"{settings.exec_timeout:g}",
+            job_timeout=f"{settings.job_timeout:g}",
+            max_jobs=settings.max_jobs,
+            max_session_jobs=settings.max_session_jobs,
+            task_ttl=f"{settings.task_ttl:g}",
+        )
+        .rstrip()
+        + "\n"
+    )
 
 
 def _render_reflection() -> str:

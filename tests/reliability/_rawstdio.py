@@ -45,7 +45,14 @@ def alive(pid: int) -> bool:
 class RawServer:
     """``llmc-mcp serve`` over stdio pipes; every stdout line must be one JSON-RPC message."""
 
-    def __init__(self, workspace: Path, *args: str, stderr: Path | None = None):
+    def __init__(
+        self,
+        workspace: Path,
+        *args: str,
+        stderr: Path | None = None,
+        env: dict[str, str] | None = None,
+        protocol: str = PROTOCOL_VERSION,
+    ):
         command = str(Path(sys.executable).parent / "llmc-mcp")
         self.stderr_path = stderr or workspace.parent / "server.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115  (closed in close())
@@ -54,8 +61,9 @@ class RawServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")},
+            env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **(env or {})},
         )
+        self.protocol = protocol
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.garbage: list[bytes] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -138,7 +146,7 @@ class RawServer:
         reply = self.request(
             "initialize",
             {
-                "protocolVersion": PROTOCOL_VERSION,
+                "protocolVersion": self.protocol,
                 "capabilities": {},
                 "clientInfo": {"name": "raw-reliability", "version": "0"},
             },
