@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from llmc_mcp.config import Settings
@@ -140,3 +141,28 @@ def classic_settings(workspace_dir: Path) -> Settings:
 @pytest.fixture
 def code_settings(workspace_dir: Path) -> Settings:
     return Settings(mode="code", workspace=workspace_dir, exec_timeout=20, memory_mb=2048)
+
+
+BIG_DEM = 4096
+"""The side of :func:`big_dem`: its slope takes about a second on two cores, long enough that a cancel
+or a kill sent as soon as its job is handed out lands while it runs, and longer than the sub-second
+``--exec-timeout`` the task tests set."""
+
+
+@pytest.fixture(scope="session")
+def big_dem(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4096 x 4096 float32 DEM (64 MiB, tiled 512), written once per test process."""
+    from tests.rasters import write
+
+    rows, cols = np.mgrid[0:BIG_DEM, 0:BIG_DEM].astype("float32")
+    return write(tmp_path_factory.mktemp("dem") / "big.tif", rows * 0.5 + np.sin(cols / 50) * 20, block=512)
+
+
+@pytest.fixture
+def workspace_with_dem(workspace_dir: Path, big_dem: Path) -> Path:
+    """The test workspace with ``big.tif`` (a hard link to :func:`big_dem` where the file system allows)."""
+    try:
+        os.link(big_dem, workspace_dir / "big.tif")
+    except OSError:
+        shutil.copy(big_dem, workspace_dir / "big.tif")
+    return workspace_dir

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import rasterio
+import uvicorn
 from mcp import StdioServerParameters
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from rasterio.warp import Resampling, reproject
 
@@ -77,3 +83,34 @@ def agreement_with_in_memory_warp(src: Path, out: Path) -> float:
             dst_nodata=source.nodata,
         )
         return float((warped.read() == expected).mean())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Web(uvicorn.Server):
+    url = ""
+
+
+@asynccontextmanager
+async def serve_http(server: MCPServer) -> AsyncIterator[Web]:
+    """Serve an MCPServer over stateful streamable HTTP on loopback (``web.url``) until the block ends."""
+    port = free_port()
+    config = uvicorn.Config(
+        server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning",
+        timeout_graceful_shutdown=5,
+    )  # fmt: skip
+    web = Web(config)
+    web.url = f"http://127.0.0.1:{port}/mcp"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(web.serve)
+        with anyio.fail_after(20):
+            while not web.started:
+                await anyio.sleep(0.05)
+        try:
+            yield web
+        finally:
+            web.should_exit = True

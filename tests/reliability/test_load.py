@@ -19,17 +19,14 @@ calls meant to be long last a wall-clock time, not a fixed amount of work. Timin
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -37,6 +34,7 @@ from llmc_mcp.config import Settings
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.sandbox.workers import DEMOTED_NICE
 from llmc_mcp.server.app import build_server
+from tests.mcp_helpers import serve_http
 from tests.reliability._rawstdio import alive
 
 pytestmark = pytest.mark.anyio
@@ -61,37 +59,6 @@ def busy_for(seconds: float, then: str) -> str:
         "    pass\n"
         f"{then}"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Web(uvicorn.Server):
-    url = ""
-
-
-@asynccontextmanager
-async def serve_http(server: MCPServer) -> AsyncIterator[Web]:
-    """Serve an MCPServer over stateful streamable HTTP on loopback (``web.url``) until the block ends."""
-    port = free_port()
-    config = uvicorn.Config(
-        server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning",
-        timeout_graceful_shutdown=5,
-    )  # fmt: skip
-    web = Web(config)
-    web.url = f"http://127.0.0.1:{port}/mcp"
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(web.serve)
-        with anyio.fail_after(20):
-            while not web.started:
-                await anyio.sleep(0.05)
-        try:
-            yield web
-        finally:
-            web.should_exit = True
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
