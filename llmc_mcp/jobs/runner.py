@@ -74,12 +74,20 @@ class JobRunner:
         """Where operation jobs run: a pool of job workers (``--job-timeout``, ``--job-memory-mb``)."""
         self.server = server
         self._live: dict[str, _Live] = {}
+        """Jobs this process runs, until their end is recorded on disk."""
+        self._index: dict[str, JobRecord] = {}
+        """Every job known to be kept, without its result: what limits and lists are computed from,
+        so that neither reads every record file (each may hold a result of up to a MiB)."""
         self._last_sweep = 0.0
 
     def recover(self) -> int:
-        """At start: jobs a stopped server left working are failed with that reason; expired ones go."""
+        """At start: jobs a stopped server left working are failed with that reason; expired ones go.
+
+        The only time every record file is read; afterwards the index is kept as jobs start and end.
+        """
         lost = self.store.recover(self.server, self.settings.task_ttl)
         self.store.sweep()
+        self._index = {record.id: _summary(record) for record in self.store.records()}
         self._last_sweep = time.monotonic()
         if lost:
             log.warning("%d job(s) were running when the last server stopped; marked failed", lost)
@@ -149,6 +157,7 @@ class JobRunner:
         await anyio.to_thread.run_sync(self.store.save, record)
         live = _Live(record)
         self._live[record.id] = live
+        self._index[record.id] = record
         # A fresh context: nothing of the starting request (its client, its session) reaches the job.
         live.task = asyncio.get_running_loop().create_task(
             self._run(live, work), name=f"llmc-job-{record.id[:12]}", context=contextvars.Context()
@@ -172,19 +181,14 @@ class JobRunner:
                 "--max-session-jobs.",
             )
         who = principal(session) or session
-        kept = sum(1 for r in self._known() if r.principal == who)
+        self._sweep_now_and_then()
+        kept = sum(1 for r in self._index.values() if r.principal == who)
         if kept >= MAX_KEPT:
             raise JobLimit(
                 f"{kept} jobs of yours are kept (running, or ended and not expired), the most there may be "
                 f"({MAX_KEPT}). Nothing was started.",
                 fix=f"Ended jobs expire {self.settings.task_ttl:g} s after they end (--task-ttl).",
             )
-
-    def _known(self) -> list[JobRecord]:
-        self._sweep_now_and_then()
-        known = {r.id: r for r in self.store.records()}
-        known.update((job_id, live.record) for job_id, live in self._live.items())
-        return list(known.values())
 
     # ------------------------------------------------------------------------------------ running
 
@@ -258,11 +262,16 @@ class JobRunner:
                 "progress": 1.0 if status == "completed" else live.record.progress,
             }
         )
+        saved = False
         with anyio.CancelScope(shield=True):
             try:
                 await anyio.to_thread.run_sync(self.store.save, live.record)
+                saved = True
             except Exception as exc:  # the answer stays readable from memory while this server runs
                 log.error("job %s: its record could not be saved: %s", live.record.id[:12], exc)
+        self._index[live.record.id] = _summary(live.record)
+        if saved:  # read from disk from now on: results do not pile up in the server's memory
+            self._live.pop(live.record.id, None)
         live.done.set()
 
     # ------------------------------------------------------------------------------------ following
@@ -311,9 +320,15 @@ class JobRunner:
         return live.record
 
     def jobs_of(self, who: str | None) -> list[JobRecord]:
-        """Every unexpired job of principal ``who``, newest first."""
+        """Every unexpired job of principal ``who`` this server knows, newest first, without results."""
+        self._sweep_now_and_then()
         now = time.time()
-        mine = [r for r in self._known() if r.principal == who and (r.expires is None or r.expires > now)]
+        known = {**self._index, **{job_id: live.record for job_id, live in self._live.items()}}
+        mine = [
+            _summary(r)
+            for r in known.values()
+            if r.principal == who and (r.expires is None or r.expires > now)
+        ]
         return sorted(mine, key=lambda r: r.created, reverse=True)
 
     async def close(self) -> None:
@@ -327,17 +342,26 @@ class JobRunner:
 
     def _forget(self, job_id: str) -> None:
         self._live.pop(job_id, None)
+        self._index.pop(job_id, None)
         with contextlib.suppress(OSError):
             self.store.delete(job_id)
 
     def _sweep_now_and_then(self) -> None:
+        """Delete the jobs this server knows that expired (others' are swept when a server starts)."""
         if time.monotonic() - self._last_sweep < SWEEP_EVERY:
             return
         self._last_sweep = time.monotonic()
         now = time.time()
-        for job_id in [j for j, live in self._live.items() if (live.record.expires or now + 1) <= now]:
-            self._live.pop(job_id, None)
-        self.store.sweep(now)
+        for job_id in [j for j, r in self._index.items() if r.expires is not None and r.expires <= now]:
+            self._forget(job_id)
+
+
+def _summary(record: JobRecord) -> JobRecord:
+    """The record without its result (its error, if any, is kept: it is short and lists show it)."""
+    if record.answer is None:
+        return record
+    kept = {k: v for k, v in record.answer.items() if k in ("ok", "error", "lost")}
+    return record.model_copy(update={"answer": kept})
 
 
 def job_pool_settings(settings: Settings) -> Settings:

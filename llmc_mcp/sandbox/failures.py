@@ -53,9 +53,10 @@ def timeout_fix(operation: object = None) -> str:
     operator = "or ask the server's operator to raise --exec-timeout (LLMC_MCP_EXEC_TIMEOUT)."
     if op is None:
         return (
-            "Do less per call: raster.clip a part of the input first and work on that, coarsen it with "
-            "raster.reproject(..., resolution=...), pass approx=True to raster.stats, or handle fewer files "
-            "per execute_code call; " + operator
+            "Run long operations as jobs, which outlast the call: job = jobs.start(raster.reproject, ...), "
+            "then jobs.wait(job) and jobs.result(job) in later calls. Or do less per call: raster.clip a "
+            "part of the input first and work on that, coarsen it with raster.reproject(..., resolution=...), "
+            "pass approx=True to raster.stats, or handle fewer files per execute_code call; " + operator
         )
     fields = op.arguments.model_fields
     steps = []
@@ -71,7 +72,8 @@ def timeout_fix(operation: object = None) -> str:
         steps.append(f"run raster_clip on a part of the input first and {op.tool_name} on that part")
     if not steps:
         steps.append("do less per call")
-    text = f"{'; '.join(steps)}; {operator}"
+    tasks = "a client that supports MCP tasks gets it as a task instead, which runs up to --job-timeout"
+    text = f"{'; '.join(steps)}; {operator} Or: {tasks}."
     return text[0].upper() + text[1:]
 
 

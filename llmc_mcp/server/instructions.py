@@ -15,8 +15,8 @@ from llmc_mcp.operations import CATALOG, NAMESPACES, Operation
 from llmc_mcp.tokens import count_json_tokens, count_tokens
 
 _PATHS = (
-    "Paths are relative names inside the server's workspace ('data/in.tif'); absolute paths, '..', "
-    "URLs and GDAL virtual file systems are refused."
+    "Paths are relative names in the server's workspace ('data/in.tif'); absolute paths, '..', URLs "
+    "and /vsi paths are refused."
 )
 
 
@@ -45,10 +45,11 @@ def bootstrap_tokens(tools: Sequence[Mapping[str, Any]], instructions: str) -> i
     ``tools`` are the entries of ``tools/list`` (``model_dump(by_alias=True, mode="json",
     exclude_none=True)``), counted as compact JSON, each as a host gives it to the model: name,
     description, inputSchema, annotations. Left out: the list's envelope (``ttlMs``, ``cacheScope``,
-    ``_meta``), protocol that differs between eras, and the classic tools' ``outputSchema``, which a
-    host reads to type results (bench/tokens.py counts it apart).
+    ``_meta``), protocol that differs between eras (the handshake era's ``execution.taskSupport``), and
+    the classic tools' ``outputSchema``, which a host reads to type results (bench/tokens.py counts it
+    apart).
     """
-    given = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in tools]
+    given = [{k: v for k, v in tool.items() if k not in ("outputSchema", "execution")} for tool in tools]
     return count_json_tokens(given) + count_tokens(instructions)
 
 
@@ -82,18 +83,20 @@ def classic_instructions(namespaces: Sequence[str] | None = None) -> str:
         "call. Justifications are cached: the same decision is not asked twice. The prompts are also "
         f"MCP prompts. {workflows}"
         "Errors are JSON with a snake_case type (invalid_argument, not_found, refused: a deliberate "
-        "refusal, change the call as fix says; reflection_required...), message and fix.\n\n" + _PATHS
+        "refusal, change the call as fix says; reflection_required...), message and fix.\n\n"
+        "Long work: a call is stopped at --exec-timeout. A client that supports MCP tasks gets a long "
+        "call back as a task (tasks/get until it completes). Without tasks, do less per call (clip a "
+        "part first, a coarser resolution) or ask the operator to raise --exec-timeout.\n\n" + _PATHS
     )
 
 
 def code_instructions(settings: Settings) -> str:
-    modules = ", ".join((*NAMESPACES, "reflection"))
+    modules = ", ".join((*NAMESPACES, "reflection", "jobs"))
     return f"""llmc-mcp (code mode): raster work (rasterio/GDAL, pyproj) in Python.
 read_stubs() lists the functions by module; read_stubs("raster.reproject") shows one function: \
 signature, result shape, errors. execute_code(code) runs Python with {modules} preloaded; variables \
-persist per session (reset=True clears them). Print summaries; the last expression's value is returned.
-Imports: those modules, math, statistics, json, re, itertools, functools, collections, datetime. \
-Files and network only through the API.
+persist per session (reset=True clears them). Print summaries; the last expression is returned.
+Imports: those modules, math, statistics, json, re, itertools, functools, collections, datetime.
 Errors raise ApiError: e.type is the kind ("not_found", "refused"...), e.fix what to do. \
 A consequential choice (target CRS, resampling, lossy compression) raises reflection.ReflectionRequired \
 with one hint per decision; uncaught, execute_code returns them:
@@ -101,11 +104,12 @@ with one hint per decision; uncaught, execute_code returns them:
 Answer each prompt_text with {{"intent", "alternatives": [{{"method", "why_not"}}], "choice": \
 {{"method", "rationale", "tradeoffs"}}, "confidence"}}; then, in ONE execute_code call:
 {_RETRY}
-Answers are cached. Guided tasks: workflows.list(), workflows.start(name, **inputs); each \
-next_action is the next call.
+Answers are cached. Guided tasks: workflows.list(), workflows.start(name, **inputs), then each \
+next_action.
 {_PATHS}
-Limits per call: {settings.exec_timeout:g} s (then the variables are reset), {settings.memory_mb} MiB, \
-{settings.output_limit} characters of output.
+Limits per call: {settings.exec_timeout:g} s (then variables reset), {settings.memory_mb} MiB, \
+{settings.output_limit} characters of output. Longer work: read_stubs("jobs.start"); or clip first, or \
+ask the operator to raise --exec-timeout.
 Isolation: {isolation_layers()}."""
 
 
@@ -113,7 +117,7 @@ def isolation_layers() -> str:
     """What stands between agent code and the machine here, as the running system provides it."""
     from llmc_mcp.sandbox.worker import landlock_abi
 
-    layers = ["RestrictedPython", "a worker process per session under rlimits"]
+    layers = ["RestrictedPython", "a worker per session under rlimits"]
     abi = landlock_abi()
     layers.append(f"Landlock on files and network (ABI {abi})" if abi else "no Landlock (kernel lacks it)")
     return ", ".join(layers)
