@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -200,3 +201,55 @@ async def test_a_job_id_of_another_principal_reads_as_unknown(workspace_dir: Pat
     with pytest.raises(Exception, match="No job"):
         runner.get("http-someone-else", job_id)
     assert runner.get("local", job_id).id == job_id
+
+
+async def test_a_jobs_output_counts_against_the_sessions_quota(workspace_with_dem: Path) -> None:
+    """Guards against jobs as a way around the session's quotas: the job's worker writes for the
+    session's principal, so its output is refused past the quota and nothing is left."""
+    async with Client(build_server(settings(workspace_with_dem, quota_session_files=1))) as client:
+        first = await run(client, 'terrain.slope("big.tif", "s1.tif")["output"]["path"]')
+        done = await run(
+            client, 'job = jobs.start(terrain.slope, "big.tif", "s2.tif")\njobs.wait(job, timeout=25)'
+        )
+    assert first["result"] == "s1.tif"
+    assert done["result"]["status"] == "failed"
+    assert done["result"]["error"]["type"] == "quota_exceeded"
+    assert not (workspace_with_dem / "s2.tif").exists()
+
+
+def limits_of(pid: int) -> dict[str, list[str]]:
+    text = Path(f"/proc/{pid}/limits").read_text()
+    return {line[:26].strip(): line[26:].split() for line in text.splitlines()[1:]}
+
+
+async def test_a_job_worker_is_confined_as_a_calls_with_the_jobs_own_memory_limit(
+    workspace_with_dem: Path,
+) -> None:
+    """Guards against job workers started some other way than call workers (no Landlock, no rlimits),
+    and against --job-memory-mb accepted and ignored."""
+    server = build_server(settings(workspace_with_dem, memory_mb=2048, job_memory_mb=768))
+    jobs = server.pool._handler.jobs  # type: ignore[attr-defined]
+    async with Client(server) as client:
+        await run(client, 'job = jobs.start(terrain.slope, "big.tif", "slope.tif")')
+        with anyio.fail_after(30):
+            while not jobs.pool.worker_pids():
+                await anyio.sleep(0.01)
+        (pid,) = jobs.pool.worker_pids().values()
+        job_limits = limits_of(pid)
+        status = Path(f"/proc/{pid}/status").read_text()
+        (call_pid,) = server.pool.worker_pids().values()  # type: ignore[attr-defined]
+        call_limits = limits_of(call_pid)
+        job_command, call_command = (
+            Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0") for p in (pid, call_pid)
+        )
+        await run(client, "jobs.cancel(job)")
+    assert job_limits["Max address space"][:2] == [str(768 * 1024 * 1024)] * 2
+    assert call_limits["Max address space"][:2] == [str(2048 * 1024 * 1024)] * 2
+    for limit in ("Max core file size", "Max open files", "Max file size"):
+        assert job_limits[limit] == call_limits[limit]
+    assert job_limits["Max processes"][0] != "unlimited"
+    assert "NoNewPrivs:\t1" in status
+    assert job_command[:-2] == call_command[:-2]
+    job_config, call_config = json.loads(job_command[-2]), json.loads(call_command[-2])
+    differ = {k for k in job_config if job_config[k] != call_config[k]}
+    assert differ == {"memory_mb", "cpu_seconds", "call_seconds"}

@@ -22,7 +22,16 @@ from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import serve_http, structured
 from tests.reliability._rawstdio import RawServer
-from tests.tasks_client import TasksClient, cancel_task, follow, get_task, start_task
+from tests.tasks_client import (
+    ANY,
+    TasksClient,
+    UpdateParams,
+    UpdateTask,
+    cancel_task,
+    follow,
+    get_task,
+    start_task,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -274,3 +283,24 @@ def test_a_server_restart_mid_task_reports_it_failed_and_keeps_finished_results(
     assert no_result["error"]["code"] == -32603
     assert json.loads(kept["content"][0]["text"])["path"] == "big.tif"
     assert "slope.tif" not in outputs(workspace_with_dem)
+
+
+async def test_tasks_update_is_acknowledged_and_changes_nothing(workspace_dir: Path) -> None:
+    """Guards against tasks/update treated as unknown (a client following the spec would fail) or as
+    an answer to a question: these tasks never ask one, every question is asked before they start."""
+    settings = classic(workspace_dir, exec_timeout=30, task_after=0.0)
+    async with Client(build_server(settings), extensions=[TasksClient()]) as client:
+        task_id = (await start_task(client, "raster_info", {"path": "shade.tif"})).task_id
+        update = UpdateTask(params=UpdateParams(task_id=task_id, input_responses={"x": {"action": "accept"}}))
+        acknowledged = await client.session.send_request(update, ANY)
+        state = await follow(client, task_id)
+    assert {k: v for k, v in acknowledged.items() if k not in ("_meta", "resultType")} == {}
+    assert state["status"] == "completed"
+
+
+def test_a_hostile_list_cursor_is_bounded(raw_classic: Any) -> None:
+    """Guards against a cursor parsed without a bound (int() of 5,000 digits raises in the server)."""
+    server = raw_classic()
+    for cursor in ("9" * 5000, "-1", "abc", "1e9"):
+        answer = server.request("tasks/list", {"cursor": cursor})
+        assert "result" in answer, answer
