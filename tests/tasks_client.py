@@ -10,6 +10,7 @@ answer of that era as a ``CallToolResult``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -68,8 +69,9 @@ class TasksClient(ClientExtension):
 
     identifier = TASKS
 
-    def __init__(self, *, poll: float = 0.02):
+    def __init__(self, *, poll: float = 0.02, on_created: Callable[[CreateTask], None] | None = None):
         self.poll = poll
+        self.on_created = on_created
         self.created: list[CreateTask] = []
         self.seen: list[dict[str, Any]] = []
         """Every ``tasks/get`` answer while following, in order."""
@@ -79,6 +81,8 @@ class TasksClient(ClientExtension):
 
     async def _resolve(self, created: CreateTask, ctx: ClaimContext) -> CallToolResult:
         self.created.append(created)
+        if self.on_created is not None:
+            self.on_created(created)
         while True:
             state = await ctx.session.send_request(GetTask(params=TaskParams(task_id=created.task_id)), ANY)
             self.seen.append(state)

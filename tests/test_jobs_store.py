@@ -8,6 +8,7 @@ left working by a dead server must come back failed, never working forever.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -129,3 +130,13 @@ def test_an_answer_too_large_to_keep_becomes_an_error_saying_so() -> None:
     kept = bounded_answer({"ok": True, "result": {"values": "x" * 2_000_000}, "error": None})
     assert kept["ok"] is False
     assert kept["error"]["type"] == "ResultTooLarge"
+
+
+def test_a_nan_in_a_result_reads_back_as_nan(store: JobStore) -> None:
+    """Guards against a float nodata of NaN turned into null by the round trip through the record, so
+    a job's result differed from the same call's."""
+    saved = record(status="completed", answer={"ok": True, "result": {"nodata": [float("nan")]}, "error": None})
+    store.save(saved)
+    loaded = store.load(saved.id)
+    assert loaded is not None and loaded.answer is not None
+    assert math.isnan(loaded.answer["result"]["nodata"][0])

@@ -32,6 +32,7 @@ from tests.tasks_client import (
     get_task,
     start_task,
 )
+from tests.test_reflection_sampling import REPROJECT, Model
 
 pytestmark = pytest.mark.anyio
 
@@ -304,3 +305,48 @@ def test_a_hostile_list_cursor_is_bounded(raw_classic: Any) -> None:
     for cursor in ("9" * 5000, "-1", "abc", "1e9"):
         answer = server.request("tasks/list", {"cursor": cursor})
         assert "result" in answer, answer
+
+
+async def test_the_hosts_model_is_asked_before_a_task_is_queued(workspace_dir: Path) -> None:
+    """Guards against a task queued with its decisions unjustified: the host's model is sampled in the
+    call (its retry, on this era), the task then starts with the records, and its job never asks."""
+    model = Model()
+    asked_before: list[int] = []
+    tasks = TasksClient(on_created=lambda _task: asked_before.append(len(model.questions)))
+    settings = classic(workspace_dir, exec_timeout=30, task_after=0.0, reflection="sampling")
+    async with Client(build_server(settings), sampling_callback=model, extensions=[tasks]) as client:
+        result = await client.call_tool("raster_reproject", REPROJECT)
+    assert asked_before == [2]  # both decisions asked before the task existed
+    assert len(model.questions) == 2  # and none by the job
+    assert tasks.seen[-1]["status"] == "completed"
+    assert structured(result)["crs"]["epsg"] == 4326
+
+
+async def test_jobs_start_asks_the_hosts_model_in_the_agents_call(workspace_dir: Path) -> None:
+    """Guards against jobs.start queueing work whose decisions were never put to the host's model."""
+    model = Model()
+    settings = Settings(mode="code", workspace=workspace_dir, reflection="sampling")
+    code = (
+        "job = jobs.start(raster.reproject, 'RGB.byte.tif', 'rgb_4326.tif', 'EPSG:4326', "
+        "resampling='bilinear')\njobs.wait(job, timeout=20)['status']"
+    )
+    async with Client(build_server(settings), mode="legacy", sampling_callback=model) as client:
+        result = structured(await client.call_tool("execute_code", {"code": code}))
+    assert result["result"] == "completed", result
+    assert len(model.questions) == 2
+
+
+async def test_a_code_task_outlives_the_connection_that_started_it(workspace_with_dem: Path) -> None:
+    """Guards against a code task killed with its session when the client disconnects (its worker is
+    the session's), or a disconnect that waits for the task to end."""
+    settings = Settings(mode="code", workspace=workspace_with_dem, exec_timeout=SHORT, task_after=0.0)
+    server = build_server(settings)
+    code = 'terrain.slope("big.tif", "s1.tif")["output"]["path"]'
+    async with Client(server, extensions=[TasksClient()]) as client:
+        task_id = (await start_task(client, "execute_code", {"code": code})).task_id
+    async with Client(server, extensions=[TasksClient()]) as again:
+        state = await follow(again, task_id)
+    assert state["status"] == "completed"
+    assert state["result"]["structuredContent"]["result"] == "s1.tif"
+    assert (workspace_with_dem / "s1.tif").is_file()
+    assert server.pool.sessions == 0  # type: ignore[attr-defined]

@@ -51,7 +51,8 @@ class JobStore:
         self._secret = load_or_create_secret(state_dir() / f"{digest}.jobs.key")
 
     def save(self, record: JobRecord) -> None:
-        body = record.model_dump(mode="json")
+        # Python's JSON, not pydantic's: a result's NaN (a float nodata) must read back as NaN, not null.
+        body = record.model_dump()
         data = json.dumps({"record": body, "mac": self._mac(body)}, separators=(",", ":")).encode()
         atomic_write(self._path(record.id), data)
 

@@ -55,8 +55,9 @@ def timeout_fix(operation: object = None) -> str:
         return (
             "Run long operations as jobs, which outlast the call: job = jobs.start(raster.reproject, ...), "
             "then jobs.wait(job) and jobs.result(job) in later calls. Or do less per call: raster.clip a "
-            "part of the input first and work on that, coarsen it with raster.reproject(..., resolution=...), "
-            "pass approx=True to raster.stats, or handle fewer files per execute_code call; " + operator
+            "part of the input first and work on that, coarsen it with "
+            "raster.reproject(..., resolution=...), pass approx=True to raster.stats, or handle fewer files "
+            "per execute_code call; " + operator
         )
     fields = op.arguments.model_fields
     steps = []

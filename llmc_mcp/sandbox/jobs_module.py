@@ -40,8 +40,10 @@ class CallClock:
         self.call_seconds = call_seconds
         self.deadline = time.monotonic() + call_seconds
 
-    def start_call(self) -> None:
-        self.deadline = time.monotonic() + self.call_seconds
+    def start_call(self, seconds: object = None) -> None:
+        """A call starts, with the server's wall clock, or ``seconds`` (a task's, from the server)."""
+        budget = float(seconds) if isinstance(seconds, int | float) and seconds > 0 else self.call_seconds
+        self.deadline = time.monotonic() + budget
 
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic() - WAIT_MARGIN)

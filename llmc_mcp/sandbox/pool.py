@@ -145,7 +145,10 @@ class WorkerPool:
         refused = refused_code(code)
         if refused is not None:
             return refused
-        return await self.run(key, "execute", {"code": code, "reset": reset}, reset=reset, timeout=timeout)
+        params: dict[str, Any] = {"code": code, "reset": reset}
+        if timeout is not None:
+            params["seconds"] = timeout  # what the code's own jobs.wait may spend
+        return await self.run(key, "execute", params, reset=reset, timeout=timeout)
 
     async def operate(self, key: str, operation: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run one catalog operation in the session's worker (classic mode): the same confined path."""
@@ -442,8 +445,15 @@ class WorkerPool:
         """The spare for session ``key`` (waiting for it if it is starting), or None."""
         task = self._spare_task
         if self._spare is None and task is not None and not task.done():
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # The spare's start was stopped (its last connection ended): no spare, not our cancel.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+            except Exception:
+                pass
         worker, self._spare = self._spare, None
         if worker is None:
             return None

@@ -336,7 +336,7 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
         method, params = message.get("method"), message.get("params") or {}
         if method in ("execute", "operation", "preflight"):
             set_cpu_budget(config.cpu_seconds)
-            clock.start_call()
+            clock.start_call(params.get("seconds"))
             if isinstance(sys.stderr, BoundedStderr):
                 sys.stderr.new_call()
             with tracking(_progress_sender(channel), one_operation=method != "execute"):

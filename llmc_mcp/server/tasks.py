@@ -194,7 +194,8 @@ class Tasks:
     async def list(self, ctx: Any, params: ListParams) -> dict[str, Any]:
         who = principal(session_key_of(ctx) or STATELESS_PREFIX)
         records = self.runner.jobs_of(who)
-        start = int(params.cursor) if params.cursor and params.cursor.isdigit() and len(params.cursor) < 9 else 0
+        cursor = params.cursor or ""
+        start = int(cursor) if cursor.isdigit() and len(cursor) < 9 else 0
         page = records[start : start + LIST_PAGE]
         answer: dict[str, Any] = {"tasks": [self.task_fields(r, ctx.protocol_version) for r in page]}
         if start + LIST_PAGE < len(records):
