@@ -135,7 +135,9 @@ def test_an_answer_too_large_to_keep_becomes_an_error_saying_so() -> None:
 def test_a_nan_in_a_result_reads_back_as_nan(store: JobStore) -> None:
     """Guards against a float nodata of NaN turned into null by the round trip through the record, so
     a job's result differed from the same call's."""
-    saved = record(status="completed", answer={"ok": True, "result": {"nodata": [float("nan")]}, "error": None})
+    saved = record(
+        status="completed", answer={"ok": True, "result": {"nodata": [float("nan")]}, "error": None}
+    )
     store.save(saved)
     loaded = store.load(saved.id)
     assert loaded is not None and loaded.answer is not None
