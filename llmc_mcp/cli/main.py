@@ -153,47 +153,38 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help=f"Wall-time limit of one execute_code call (default 30). {_ENV}",
+        help=f"Wall time of one call (default 30). {_ENV}",
     )
     parser.add_argument(
         "--idle-ttl",
         type=float,
         default=None,
         metavar="SECONDS",
-        help=f"Reap a session's worker after this long idle (default 900). {_ENV}",
+        help=f"Reap idle workers (default 900 s). {_ENV}",
     )
     parser.add_argument(
         "--max-workers",
         type=int,
         default=None,
         metavar="N",
-        help=f"Code-mode sessions (workers) alive at once (default 32). {_ENV}",
+        help=f"Sessions (workers) at once (default 32). {_ENV}",
     )
     parser.add_argument(
         "--memory-mb",
         type=int,
         default=None,
         metavar="MIB",
-        help=f"Memory limit of a code-mode worker (default 2048). {_ENV}",
+        help=f"Memory of a worker (default 2048). {_ENV}",
     )
 
 
 _JOB_FLAGS = {
-    "job_timeout": (float, "SECONDS", "Wall-time limit of one job or task (default 7200)."),
-    "job_memory_mb": (int, "MIB", "Memory limit of a job's worker (default: --memory-mb)."),
-    "max_jobs": (int, "N", "Jobs and tasks running at once on the server (default 4)."),
-    "max_session_jobs": (int, "N", "Jobs and tasks one session may run at once (default 2)."),
-    "task_ttl": (
-        float,
-        "SECONDS",
-        "How long a finished job or task and its result stay retrievable (default 86400).",
-    ),
-    "task_after": (
-        float,
-        "SECONDS",
-        "2026-07-28 clients that declared tasks: a call still running after "
-        "this long is handed back as a task (default 2).",
-    ),
+    "job_timeout": (float, "SECONDS", "Wall time of a job or task (default 7200)."),
+    "job_memory_mb": (int, "MIB", "Job worker memory (default: --memory-mb)."),
+    "max_jobs": (int, "N", "Jobs running on the server (default 4)."),
+    "max_session_jobs": (int, "N", "Jobs running per session (default 2)."),
+    "task_ttl": (float, "SECONDS", "Ended jobs kept, s (default 86400)."),
+    "task_after": (float, "SECONDS", "Call time before a task (2026 era; 2)."),
 }
 
 
@@ -208,8 +199,8 @@ _QUOTA_FLAGS = {
     "quota_session_mb": ("MIB", "Output MiB per session (default 2048)."),
     "quota_session_files": ("N", "Output files per session (default 1000)."),
     "quota_workspace_mb": ("MIB", "Output MiB per workspace (default 20480)."),
-    "quota_workspace_files": ("N", "Output files per workspace (default 10000)."),
-    "disk_reserve_mb": ("MIB", "Free disk space no output may take, kept for the store (default 256)."),
+    "quota_workspace_files": ("N", "Output files per workspace (10000)."),
+    "disk_reserve_mb": ("MIB", "Disk space kept free (default 256)."),
 }
 
 
