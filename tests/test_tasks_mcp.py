@@ -350,3 +350,16 @@ async def test_a_code_task_outlives_the_connection_that_started_it(workspace_wit
     assert state["result"]["structuredContent"]["result"] == "s1.tif"
     assert (workspace_with_dem / "s1.tif").is_file()
     assert server.pool.sessions == 0  # type: ignore[attr-defined]
+
+
+async def test_a_task_over_streamable_http_in_the_2026_era(workspace_with_dem: Path) -> None:
+    """Guards against tasks that work in process only: over HTTP each request stands alone (no
+    session), and the task is found again by its id from the next request."""
+    server = build_server(classic(workspace_with_dem, task_after=0.0))
+    tasks = TasksClient()
+    async with serve_http(server) as web, Client(web.url, extensions=[tasks]) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("terrain_slope", SLOPE)
+    assert not result.is_error, result.content
+    assert structured(result)["output"]["path"] == "slope.tif"
+    assert [c.status for c in tasks.created] == ["working"]
