@@ -30,6 +30,18 @@ JUSTIFICATION_TEMPLATE = {
 }
 
 
+PERSIST_HINTS = """
+for hint in hints:
+    reflection.persist(hint["hash"], hint["domain"], {
+        "intent": "An overlay in geographic coordinates for a web viewer.",
+        "alternatives": [{"method": "keep the source grid", "why_not": "The viewer needs lat/lon."}],
+        "choice": {"method": list(hint["prompt_args"].values())[0],
+                   "rationale": "It matches the viewer.", "tradeoffs": "Every pixel is resampled."},
+        "confidence": "medium"})
+"""
+"""Agent code persisting an answer to every hint in ``hints`` (the value each asks about is chosen)."""
+
+
 def justification_for(hint: dict[str, Any]) -> dict[str, Any]:
     """A valid justification answering one hint (choice.method is the value asked about)."""
     data = json.loads(json.dumps(JUSTIFICATION_TEMPLATE))

@@ -15,20 +15,9 @@ from mcp import Client
 
 from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
-from tests.mcp_helpers import structured
+from tests.mcp_helpers import PERSIST_HINTS, structured
 
 pytestmark = pytest.mark.anyio
-
-JUSTIFY = """
-def justify(hints):
-    for hint in hints:
-        reflection.persist(hint["hash"], hint["domain"], {
-            "intent": "An overlay in geographic coordinates for a web viewer.",
-            "alternatives": [{"method": "keep the source grid", "why_not": "The viewer needs lat/lon."}],
-            "choice": {"method": list(hint["prompt_args"].values())[0],
-                       "rationale": "It matches the viewer.", "tradeoffs": "Every pixel is resampled."},
-            "confidence": "medium"})
-"""
 
 
 def settings(workspace: Path, **overrides: object) -> Settings:
@@ -87,7 +76,7 @@ async def test_the_gate_is_asked_in_the_starting_call_and_no_job_exists_until_it
         assert missed["ok"], missed
         listed = await run(client, "[len(hints), sorted(h['domain'] for h in hints), jobs.list()]")
         assert listed["result"] == [2, ["crs_datum", "resampling"], []]
-        answered = await run(client, JUSTIFY + f"justify(hints)\njob = {start}\njobs.wait(job, timeout=25)")
+        answered = await run(client, PERSIST_HINTS + f"job = {start}\njobs.wait(job, timeout=25)")
         assert answered["result"]["status"] == "completed", answered
         lineage = await run(client, 'provenance.lineage("rgb_4326.tif")')
     assert lineage["result"]["steps"][0]["operation"] == "raster.reproject"
@@ -144,11 +133,13 @@ async def test_a_job_with_a_bad_argument_is_refused_at_start_not_queued(workspac
     assert listed["result"] == []
 
 
-async def test_more_jobs_than_the_session_may_run_is_refused_naming_the_flag(
-    workspace_with_dem: Path,
+@pytest.mark.parametrize("limit", ["max_session_jobs", "max_jobs"])
+async def test_more_jobs_than_may_run_at_once_is_refused_naming_the_flag(
+    workspace_with_dem: Path, limit: str
 ) -> None:
-    """Guards against one session starting jobs without bound (each is a process and memory)."""
-    async with Client(build_server(settings(workspace_with_dem, max_session_jobs=1))) as client:
+    """Guards against one session, or all sessions together, starting jobs without bound (each is a
+    process and its memory)."""
+    async with Client(build_server(settings(workspace_with_dem, **{limit: 1}))) as client:
         second = await run(
             client,
             'a = jobs.start(terrain.slope, "big.tif", "a.tif")\n'
@@ -158,22 +149,7 @@ async def test_more_jobs_than_the_session_may_run_is_refused_naming_the_flag(
         )
     kind, message = second["result"]
     assert kind == "limit"
-    assert "--max-session-jobs" in message
-
-
-async def test_more_jobs_than_the_server_may_run_is_refused_naming_the_flag(workspace_with_dem: Path) -> None:
-    """Guards against sessions together starting jobs without bound."""
-    async with Client(build_server(settings(workspace_with_dem, max_jobs=1))) as client:
-        second = await run(
-            client,
-            'a = jobs.start(terrain.slope, "big.tif", "a.tif")\n'
-            'try:\n    jobs.start(terrain.slope, "big.tif", "b.tif")\n'
-            "except ApiError as e:\n    refusal = [e.type, e.message]\n"
-            "jobs.cancel(a)\nrefusal",
-        )
-    kind, message = second["result"]
-    assert kind == "limit"
-    assert "--max-jobs" in message
+    assert f"--{limit.replace('_', '-')} 1" in message
 
 
 async def test_wait_never_spends_more_than_what_is_left_of_the_call(workspace_with_dem: Path) -> None:

@@ -13,7 +13,14 @@ from llmc_mcp.operations import CATALOG, NAMESPACES, namespace_operations
 from llmc_mcp.server.app import build_server
 from llmc_mcp.server.instructions import code_instructions
 from llmc_mcp.tokens import count_json_tokens, count_tokens
-from tests.mcp_helpers import agreement_with_in_memory_warp, justification_for, stdio_params, structured, text
+from tests.mcp_helpers import (
+    PERSIST_HINTS,
+    agreement_with_in_memory_warp,
+    justification_for,
+    stdio_params,
+    structured,
+    text,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -21,17 +28,12 @@ ERAS = ["auto", "legacy"]
 REPROJECT_4326 = 'raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_3857 = 'raster.reproject("RGB.byte.tif", "x.tif", dst_crs="EPSG:3857", resampling="bilinear")'
 
-PERSIST_AND_RETRY = """
-for hint in hints:
-    reflection.persist(hint["hash"], hint["domain"], {
-        "intent": "An overlay in geographic coordinates for a web viewer.",
-        "alternatives": [{"method": "keep the source grid", "why_not": "The viewer needs lat/lon."}],
-        "choice": {"method": list(hint["prompt_args"].values())[0],
-                   "rationale": "It matches the viewer.", "tradeoffs": "Every pixel is resampled."},
-        "confidence": "medium"})
-out = raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")
+PERSIST_AND_RETRY = (
+    PERSIST_HINTS
+    + """out = raster.reproject("RGB.byte.tif", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")
 {"crs": out["crs"]["epsg"], "size": [out["width"], out["height"]]}
 """
+)
 
 
 async def run(client: Client, code: str, reset: bool = False) -> dict:

@@ -127,19 +127,23 @@ def trusted(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     raise failure
 
 
+def bind_arguments(op: Operation, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call of ``op`` by name, or an ``invalid_argument`` ApiError saying why not."""
+    try:
+        return dict(op.signature.bind(*args, **kwargs).arguments)
+    except TypeError as exc:
+        raise ApiError(
+            {
+                "type": "invalid_argument",
+                "message": f"{op.qualname}: {exc}",
+                "fix": f"See read_stubs('{op.qualname}') for the signature.",
+            }
+        ) from None
+
+
 def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bound = op.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ApiError(
-                {
-                    "type": "invalid_argument",
-                    "message": f"{op.qualname}: {exc}",
-                    "fix": f"See read_stubs('{op.qualname}') for the signature.",
-                }
-            ) from None
-        return invoke(op, ctx, gate, bound.arguments).model_dump(mode="json")
+        return invoke(op, ctx, gate, bind_arguments(op, args, kwargs)).model_dump(mode="json")
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return trusted(run, *args, **kwargs)

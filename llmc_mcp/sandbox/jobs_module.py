@@ -23,7 +23,14 @@ from typing import Any
 from llmc_mcp.operations import CATALOG, Operation, OperationContext
 from llmc_mcp.operations.invoke import preflight
 from llmc_mcp.reflection.prompts import PromptLibrary
-from llmc_mcp.sandbox.bindings import ApiError, HostLink, RemoteGate, build_modules, trusted
+from llmc_mcp.sandbox.bindings import (
+    ApiError,
+    HostLink,
+    RemoteGate,
+    bind_arguments,
+    build_modules,
+    trusted,
+)
 from llmc_mcp.sandbox.policy import ModuleProxy
 
 WAIT_MARGIN = 1.0
@@ -71,18 +78,9 @@ def jobs_module(
                     "fix": "Pass the function itself, not a call of it: jobs.start(raster.reproject, ...).",
                 }
             )
-        try:
-            bound = op.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ApiError(
-                {
-                    "type": "invalid_argument",
-                    "message": f"{op.qualname}: {exc}",
-                    "fix": f"See read_stubs('{op.qualname}') for the signature.",
-                }
-            ) from None
-        preflight(op, ctx, gate, bound.arguments)
-        return host.request("jobs.start", {"operation": op.qualname, "args": dict(bound.arguments)})
+        arguments = bind_arguments(op, args, kwargs)
+        preflight(op, ctx, gate, arguments)
+        return host.request("jobs.start", {"operation": op.qualname, "args": arguments})
 
     def status(job: Any) -> dict[str, Any]:
         """The job's status now: working, completed, failed or cancelled, with progress and message."""

@@ -258,7 +258,9 @@ def serve_tasks(server: MCPServer, tasks: Tasks, task_tools: frozenset[str]) -> 
             found.tasks = ServerTasksCapability(
                 list=TasksListCapability(),
                 cancel=TasksCancelCapability(),
-                requests=ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability())),
+                requests=ServerTasksRequestsCapability(
+                    tools=TasksToolsCapability(call=TasksCallCapability())
+                ),
             )
         return found
 
