@@ -363,3 +363,16 @@ async def test_a_task_over_streamable_http_in_the_2026_era(workspace_with_dem: P
     assert not result.is_error, result.content
     assert structured(result)["output"]["path"] == "slope.tif"
     assert [c.status for c in tasks.created] == ["working"]
+
+
+def test_a_handshake_era_cancel_of_an_ended_task_is_refused(raw_classic: Any) -> None:
+    """Guards against the 2025-11-25 rule: a task already in a terminal status is not cancelled (-32602)."""
+    server = raw_classic()
+    created = server.request(
+        "tools/call", {"name": "raster_info", "arguments": {"path": "big.tif"}, "task": {}}
+    )
+    task_id = created["result"]["task"]["taskId"]
+    server.request("tasks/result", {"taskId": task_id}, timeout=60)
+    refused = server.request("tasks/cancel", {"taskId": task_id})
+    assert refused["error"]["code"] == -32602
+    assert "already completed" in refused["error"]["message"]

@@ -206,6 +206,11 @@ class Tasks:
         if ctx.protocol_version in MODERN:
             require_client_extension(ctx, TASKS_EXTENSION)
         record = self.record(ctx, params.task_id)
+        if record.status in TERMINAL and ctx.protocol_version in LEGACY:
+            # 2025-11-25: a cancel of a task already ended is refused (2026-07-28 acknowledges it).
+            raise MCPError(
+                INVALID_PARAMS, f"Cannot cancel task {record.id}: it is already {_status(record)}."
+            )
         try:
             record = await self.runner.cancel(record.principal, record.id)
         except LlmcError as exc:
