@@ -376,3 +376,13 @@ def test_a_handshake_era_cancel_of_an_ended_task_is_refused(raw_classic: Any) ->
     refused = server.request("tasks/cancel", {"taskId": task_id})
     assert refused["error"]["code"] == -32602
     assert "already completed" in refused["error"]["message"]
+
+
+def test_a_handshake_era_task_for_a_tool_without_task_support_is_refused(raw_classic: Any) -> None:
+    """Guards against ignoring the 2025-11-25 rule for tools that do not list taskSupport (-32601)."""
+    server = raw_classic()
+    arguments = {"hash": "sha256:" + "0" * 64, "domain": "resampling", "justification": {}}
+    refused = server.request(
+        "tools/call", {"name": "persist_justification", "arguments": arguments, "task": {}}
+    )
+    assert refused["error"]["code"] == -32601

@@ -44,7 +44,7 @@ from mcp_types import (
     TasksListCapability,
     TasksToolsCapability,
 )
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from llmc_mcp.errors import LlmcError
@@ -279,7 +279,13 @@ def serve_tasks(server: MCPServer, tasks: Tasks, task_tools: frozenset[str]) -> 
             listed = await call_next(ctx)
             return _mark_task_tools(listed, task_tools) if version in LEGACY else listed
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
-        wanted = _requested(params, version) if params.get("name") in task_tools else None
+        wanted = _requested(params, version)
+        if params.get("name") not in task_tools:
+            if wanted == "always":  # 2025-11-25: a tool without taskSupport is never run as a task
+                raise MCPError(
+                    METHOD_NOT_FOUND, f"Tool {str(params.get('name'))[:100]!r} does not run as a task."
+                )
+            wanted = None
         token = task_request.set(wanted)
         try:
             answer = await call_next(ctx)
