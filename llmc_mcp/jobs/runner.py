@@ -232,17 +232,15 @@ class JobRunner:
         }
         return {**answer, "error": error}
 
-    def report_progress(self, progress: float, total: float | None, message: str) -> None:
-        """The running job's progress (checked by the pool's relay): a fraction when the total is known."""
+    async def progress_relay(self, progress: float, total: float | None, message: str) -> None:
+        """The running job's progress (checked by the pool's relay): a fraction when the total is known;
+        progress of a call that is no job's is not its business."""
         job_id = current_job.get()
         live = self._live.get(job_id) if job_id else None
         if live is None or live.record.status != "working":
             return
         fraction = None if not total else min(1.0, max(0.0, progress / total))
         self._update(live, progress=fraction, message=message[:200] or live.record.message)
-
-    async def progress_relay(self, progress: float, total: float | None, message: str) -> None:
-        self.report_progress(progress, total, message)
 
     def _update(self, live: _Live, **changes: Any) -> None:
         live.record = live.record.model_copy(update={**changes, "updated": time.time()})
@@ -330,15 +328,6 @@ class JobRunner:
             if r.principal == who and (r.expires is None or r.expires > now)
         ]
         return sorted(mine, key=lambda r: r.created, reverse=True)
-
-    async def close(self) -> None:
-        """Server shutdown: running jobs are stopped and recorded as lost."""
-        tasks = [live.task for live in self._live.values() if live.task is not None and not live.task.done()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException), anyio.move_on_after(CANCEL_GRACE):
-                await task
 
     def _forget(self, job_id: str) -> None:
         self._live.pop(job_id, None)
