@@ -229,3 +229,21 @@ async def test_a_job_worker_is_confined_as_a_calls_with_the_jobs_own_memory_limi
     job_config, call_config = json.loads(job_command[-2]), json.loads(call_command[-2])
     differ = {k for k in job_config if job_config[k] != call_config[k]}
     assert differ == {"memory_mb", "cpu_seconds", "call_seconds"}
+
+
+async def test_a_sessions_jobs_reuse_its_warm_job_worker_and_never_anothers(workspace_dir: Path) -> None:
+    """Guards against a worker start per job (half a second each), and against a job worker shared
+    between sessions, where a worker subverted by one session's hostile file would run another's."""
+    server = build_server(settings(workspace_dir))
+    jobs = server.pool._handler.jobs  # type: ignore[attr-defined]
+    start = 'jobs.wait(jobs.start(terrain.slope, "RGB.byte.tif", "{dst}"), timeout=25)["status"]'
+    seen: list[dict[str, int]] = []
+    async with Client(server) as first, Client(server) as second:
+        for client, dst in ((first, "a.tif"), (first, "b.tif"), (second, "c.tif")):
+            assert (await run(client, start.format(dst=dst)))["result"] == "completed"
+            seen.append(dict(jobs.pool.worker_pids()))
+    assert seen[0] == seen[1]  # the first session's second job ran in the same worker
+    (first_key,) = seen[0]
+    (second_key,) = set(seen[2]) - {first_key}
+    assert seen[2][second_key] != seen[0][first_key]
+    assert first_key.split("/job-")[0] != second_key.split("/job-")[0]

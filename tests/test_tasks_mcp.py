@@ -386,3 +386,16 @@ def test_a_handshake_era_task_for_a_tool_without_task_support_is_refused(raw_cla
         "tools/call", {"name": "persist_justification", "arguments": arguments, "task": {}}
     )
     assert refused["error"]["code"] == -32601
+
+
+async def test_short_calls_answered_inline_keep_no_task(workspace_dir: Path) -> None:
+    """Guards against every inline answer of a task-capable client leaving a kept job behind: after
+    200 of them (the most kept per principal) its every call would be refused."""
+    server = build_server(classic(workspace_dir, exec_timeout=30))
+    jobs = server.pool._handler.jobs  # type: ignore[attr-defined]
+    tasks = TasksClient()
+    async with Client(server, extensions=[tasks]) as client:
+        for _ in range(3):
+            assert not (await client.call_tool("raster_info", {"path": "shade.tif"})).is_error
+    assert tasks.created == []
+    assert jobs.jobs_of("local") == []

@@ -62,6 +62,7 @@ class _Live:
     done: anyio.Event = field(default_factory=anyio.Event)
     task: asyncio.Task[None] | None = None
     cancelling: bool = False
+    slot: int | None = None
 
 
 class JobRunner:
@@ -96,17 +97,27 @@ class JobRunner:
     # ------------------------------------------------------------------------------------ starting
 
     async def start_operation(self, session: str, operation: str, args: dict[str, Any]) -> JobRecord:
-        """Run a catalog operation (already checked and gated by the caller) in a job worker."""
+        """Run a catalog operation (already checked and gated by the caller) in a job worker.
 
-        async def work(job_id: str) -> dict[str, Any]:
-            key = job_session(session, job_id)
-            try:
-                return await self.pool.operate(key, operation, args)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self.pool.close_session(key)
+        Each session has ``--max-session-jobs`` worker slots; a slot's worker stays warm between the
+        session's jobs (an operation leaves nothing behind in it) and is never another session's, so
+        a worker a hostile file subverted can reach no one else's job. A job that is cancelled, times
+        out or crashes has its worker killed; the slot's next job starts a fresh one.
+        """
+        slot = self._free_slot(session)
 
-        return await self._start(session, "operation", operation, work)
+        async def work(_job_id: str) -> dict[str, Any]:
+            return await self.pool.operate(job_session(session, f"w{slot}"), operation, args)
+
+        return await self._start(session, "operation", operation, work, slot=slot)
+
+    def _free_slot(self, session: str) -> int:
+        taken = {
+            live.slot
+            for live in self._live.values()
+            if live.record.session == session and live.record.status == "working"
+        }
+        return min(set(range(self.settings.max_session_jobs + 1)) - taken)
 
     async def start_code(self, session_pool: WorkerPool, key: str, code: str, reset: bool) -> JobRecord:
         """Run agent code in its session's own worker (its variables persist), under ``--job-timeout``."""
@@ -139,6 +150,7 @@ class JobRunner:
         kind: JobKind,
         name: str,
         work: Callable[[str], Awaitable[dict[str, Any]]],
+        slot: int | None = None,
     ) -> JobRecord:
         self._check_limits(session)
         now = time.time()
@@ -155,7 +167,7 @@ class JobRunner:
         )
         # Durable before it is handed out: a client may poll for it at once, or after a restart.
         await anyio.to_thread.run_sync(self.store.save, record)
-        live = _Live(record)
+        live = _Live(record, slot=slot)
         self._live[record.id] = live
         self._index[record.id] = record
         # A fresh context: nothing of the starting request (its client, its session) reaches the job.
@@ -286,7 +298,7 @@ class JobRunner:
                 "needed.",
             )
         if record.expires is not None and record.expires <= time.time():
-            self._forget(record.id)
+            self.forget(record.id)
             raise JobNotFound(
                 f"Job {job_id[:40]!r} has expired: it ended more than {self.settings.task_ttl:g} s ago "
                 "(--task-ttl), and it and its result were deleted.",
@@ -329,7 +341,8 @@ class JobRunner:
         ]
         return sorted(mine, key=lambda r: r.created, reverse=True)
 
-    def _forget(self, job_id: str) -> None:
+    def forget(self, job_id: str) -> None:
+        """Delete a job that ended and its record (an answer its client got inline never needs them)."""
         self._live.pop(job_id, None)
         self._index.pop(job_id, None)
         with contextlib.suppress(OSError):
@@ -342,7 +355,7 @@ class JobRunner:
         self._last_sweep = time.monotonic()
         now = time.time()
         for job_id in [j for j, r in self._index.items() if r.expires is not None and r.expires <= now]:
-            self._forget(job_id)
+            self.forget(job_id)
 
 
 def _summary(record: JobRecord) -> JobRecord:
@@ -353,6 +366,10 @@ def _summary(record: JobRecord) -> JobRecord:
     return record.model_copy(update={"answer": kept})
 
 
+JOB_WORKER_IDLE = 120.0
+"""Seconds a job worker stays warm for its session's next job (less when the pool is full)."""
+
+
 def job_pool_settings(settings: Settings) -> Settings:
     """A call's settings, with a job's limits: the job pool's workers are otherwise the same."""
     return settings.model_copy(
@@ -360,6 +377,7 @@ def job_pool_settings(settings: Settings) -> Settings:
             "exec_timeout": settings.job_timeout,
             "memory_mb": settings.job_memory,
             "max_workers": settings.max_jobs,
+            "idle_ttl": min(settings.idle_ttl, JOB_WORKER_IDLE),
         }
     )
 

@@ -113,6 +113,9 @@ class WorkerPool:
         self.max_workers = max_workers or settings.max_workers
         self.timeout_flag = "--exec-timeout"
         """The flag a timeout's message names (a pool of job workers names ``--job-timeout``)."""
+        self.evict_idle_when_full = False
+        """Whether a full pool stops its idle workers at once for a new key (a job pool: they hold no
+        session's variables, only warm imports), rather than refusing it until they reach the TTL."""
         self._workers: dict[str, Worker] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._starting = 0
@@ -179,8 +182,11 @@ class WorkerPool:
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             reaper_running = self._reaper is not None and not self._reaper.done()
-            if not reaper_running or len(self._workers) + self._starting >= self.max_workers:
-                await self.reap_idle()  # normally the background reaper's job; inline when full
+            full = len(self._workers) + self._starting >= self.max_workers
+            if not reaper_running or full:
+                # Normally the background reaper's job; inline when full, where a pool whose idle
+                # workers are only kept warm (a job pool's) lets every idle one go.
+                await self.reap_idle(idle_after=0.0 if full and self.evict_idle_when_full else None)
             worker = self._workers.get(key)
             fresh = worker is None
             if worker is None:
@@ -339,14 +345,16 @@ class WorkerPool:
             if seconds is not None:
                 self._ensure_reaper()
 
-    async def reap_idle(self, now: float | None = None) -> int:
-        """Stop workers idle longer than the TTL; their sessions start fresh if they come back."""
+    async def reap_idle(self, now: float | None = None, idle_after: float | None = None) -> int:
+        """Stop workers idle longer than the TTL (or ``idle_after`` seconds); their sessions start fresh
+        if they come back."""
         now = time.monotonic() if now is None else now
         reaped = 0
         for key, worker in list(self._workers.items()):
             lock = self._locks.get(key)
             busy = lock is not None and lock.locked()
-            idle = now - worker.last_used > (worker.idle_ttl or self.settings.idle_ttl)
+            ttl = idle_after if idle_after is not None else worker.idle_ttl or self.settings.idle_ttl
+            idle = now - worker.last_used >= ttl
             if busy or not idle or self._workers.get(key) is not worker:
                 continue
             log.info("reaping idle worker %s of session %s", worker.pid, key[:12])

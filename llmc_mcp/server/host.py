@@ -397,6 +397,7 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
         on_discard=host.worker_discarded,
     )
     job_workers.timeout_flag = "--job-timeout"
+    job_workers.evict_idle_when_full = True
     store = JobStore(runtime.context.workspace.root)
     runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))
     runner.recover()

@@ -111,6 +111,9 @@ class Tasks:
         if task_request.get() == "race":
             record = await self.runner.wait(record.principal, record.id, self.task_after)
             if record.status in TERMINAL and not _lost(record):
+                # Answered inline: the client never saw the task, so nothing is kept of it (else a
+                # client making many short calls would fill its principal's kept jobs).
+                self.runner.forget(record.id)
                 return self.render(record)
         return CallToolResult(
             content=[
