@@ -54,7 +54,7 @@ SMALL = 256
 REPS = 20
 WARMUP = 3
 IDLE_GAP = 2.0
-"""Seconds of idleness before each call of the 'after a pause' rounds: time for the pools' warm spares to start."""
+"""Seconds of idleness before each call of the 'after a pause' rounds: time for warm spares to start."""
 FAST_POLL = 0.01
 BIG = int(os.environ.get("BENCH_JOBS_BIG", "16384"))
 """Side of the large raster (an environment override is for trying the script out quickly)."""
