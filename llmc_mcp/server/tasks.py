@@ -10,7 +10,7 @@ status the job's, its result what the tool call would have returned. Two wire fo
 - **2026-07-28**, the extension ``io.modelcontextprotocol/tasks``: a client that declares it on a
   request may get ``resultType: "task"`` instead of the result; the server decides. Here a call still
   running after ``--task-after`` seconds is handed back as a task, and a shorter one answers inline,
-  so a short call costs a task nothing. It follows with ``tasks/get`` (the result inline once done),
+  and nothing of its job is kept (a short call costs a few milliseconds more: ``bench/jobs.py``). It follows with ``tasks/get`` (the result inline once done),
   ``tasks/update`` and ``tasks/cancel``.
 
 A client that asks for neither gets today's calls, unchanged. The tool handlers decide nothing about
