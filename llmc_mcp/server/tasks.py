@@ -9,9 +9,10 @@ status the job's, its result what the tool call would have returned. Two wire fo
   that can run as a task with ``execution.taskSupport: "optional"``.
 - **2026-07-28**, the extension ``io.modelcontextprotocol/tasks``: a client that declares it on a
   request may get ``resultType: "task"`` instead of the result; the server decides. Here a call still
-  running after ``--task-after`` seconds is handed back as a task, and a shorter one answers inline,
-  and nothing of its job is kept (a short call costs a few milliseconds more: ``bench/jobs.py``). It follows with ``tasks/get`` (the result inline once done),
-  ``tasks/update`` and ``tasks/cancel``.
+  running after ``--task-after`` seconds is handed back as a task, and a shorter one answers inline
+  with nothing of its job kept (it costs a few milliseconds more: ``bench/jobs.py``). The client
+  follows a task with ``tasks/get`` (the result inline once done), ``tasks/update`` and
+  ``tasks/cancel``.
 
 A client that asks for neither gets today's calls, unchanged. The tool handlers decide nothing about
 eras: :func:`task_middleware` reads what the request asked for into :data:`task_request`, a tool
