@@ -42,7 +42,14 @@ SHORT = 0.3
 
 
 def classic(workspace: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"mode": "classic", "workspace": workspace, "exec_timeout": SHORT}
+    """Classic mode where the long call times out, and a task-capable client's call is always a task
+    (``--task-after 0``): whether a call beats a longer ``--task-after`` depends on the machine."""
+    values: dict[str, Any] = {
+        "mode": "classic",
+        "workspace": workspace,
+        "exec_timeout": SHORT,
+        "task_after": 0.0,
+    }
     values.update(overrides)
     return Settings(**values)
 
@@ -87,7 +94,8 @@ async def test_a_short_call_from_a_task_client_is_answered_inline(workspace_dir:
     """Guards against every call of a task-capable client costing a task and its polling: the server
     decides, and a call done within --task-after is answered as today."""
     tasks = TasksClient()
-    async with Client(build_server(classic(workspace_dir, exec_timeout=30)), extensions=[tasks]) as client:
+    settings = classic(workspace_dir, exec_timeout=30, task_after=2.0)
+    async with Client(build_server(settings), extensions=[tasks]) as client:
         result = await client.call_tool("raster_info", {"path": "shade.tif"})
     assert not result.is_error
     assert tasks.created == []
@@ -391,7 +399,7 @@ def test_a_handshake_era_task_for_a_tool_without_task_support_is_refused(raw_cla
 async def test_short_calls_answered_inline_keep_no_task(workspace_dir: Path) -> None:
     """Guards against every inline answer of a task-capable client leaving a kept job behind: after
     200 of them (the most kept per principal) its every call would be refused."""
-    server = build_server(classic(workspace_dir, exec_timeout=30))
+    server = build_server(classic(workspace_dir, exec_timeout=30, task_after=2.0))
     jobs = server.pool._handler.jobs  # type: ignore[attr-defined]
     tasks = TasksClient()
     async with Client(server, extensions=[tasks]) as client:

@@ -50,7 +50,7 @@ from llmc_mcp.server.review import persist_reviewed
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.schemas import argument_error, declare_output, forbid_unknown_arguments, model_schema
 from llmc_mcp.server.sessions import run_in_session, session_key, worker_lifespan
-from llmc_mcp.server.tasks import Tasks, serve_tasks
+from llmc_mcp.server.tasks import Tasks, TasksExtension, serve_tasks
 from llmc_mcp.sessions import STATELESS_PREFIX, current_session
 
 NEXT_ACTION = (
@@ -92,6 +92,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
         instructions=classic_instructions(runtime.settings.tools),
         version=__version__,
         lifespan=worker_lifespan(pool, calls),
+        extensions=[TasksExtension(tasks)],
     )
     server.pool = pool  # type: ignore[attr-defined]
     server.resource_lister = serve_resources(server, runtime, pool, None)

@@ -42,7 +42,7 @@ from llmc_mcp.server.sessions import (
     session_key,
     worker_lifespan,
 )
-from llmc_mcp.server.tasks import Tasks, serve_tasks
+from llmc_mcp.server.tasks import Tasks, TasksExtension, serve_tasks
 from llmc_mcp.sessions import HTTP_PREFIX
 from llmc_mcp.stubs.render import StubSet, write_stubs
 
@@ -71,7 +71,11 @@ def build_code_server(runtime: Runtime) -> MCPServer:
     calls = ResumableCalls()
     instructions = code_instructions(settings)
     server = LlmcServer(
-        "llmc-mcp", instructions=instructions, version=__version__, lifespan=worker_lifespan(pool, calls)
+        "llmc-mcp",
+        instructions=instructions,
+        version=__version__,
+        lifespan=worker_lifespan(pool, calls),
+        extensions=[TasksExtension(tasks)],
     )
     serve_no_prompts(server)
     server.pool = pool  # type: ignore[attr-defined]

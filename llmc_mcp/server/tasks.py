@@ -251,13 +251,12 @@ class TasksExtension(Extension):
 
 
 def serve_tasks(server: MCPServer, tasks: Tasks, task_tools: frozenset[str]) -> None:
-    """Install the tasks of both eras on ``server``: its methods, middleware and declarations.
+    """Install the tasks of both eras on ``server`` (built with ``extensions=[TasksExtension(tasks)]``,
+    which serves the methods): the middleware and the handshake era's declarations.
 
     ``task_tools`` are the tools that may run as tasks (marked ``taskSupport: optional`` for the
     handshake era); the others are answered as today even when a task is asked for.
     """
-    extension = TasksExtension(tasks)
-    server._apply_extension(extension)
     lowlevel = server._lowlevel_server
     declared = lowlevel.get_capabilities
 
