@@ -161,8 +161,7 @@ def big_dem(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def workspace_with_dem(workspace_dir: Path, big_dem: Path) -> Path:
     """The test workspace with ``big.tif`` (a hard link to :func:`big_dem` where the file system allows)."""
-    try:
-        os.link(big_dem, workspace_dir / "big.tif")
-    except OSError:
-        shutil.copy(big_dem, workspace_dir / "big.tif")
+    from tests.rasters import link_or_copy
+
+    link_or_copy(big_dem, workspace_dir / "big.tif")
     return workspace_dir

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -41,3 +43,12 @@ def write(
         if offsets is not None:
             ds.offsets = offsets
     return path
+
+
+def link_or_copy(src: Path, dst: Path) -> Path:
+    """``dst`` as a hard link to ``src`` (a large test raster costs no copy), or a copy across devices."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy(src, dst)
+    return dst

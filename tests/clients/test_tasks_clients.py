@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from tests.clients.conftest import (
     new_workspace,
     run_node,
 )
+from tests.rasters import link_or_copy
 
 pytestmark = pytest.mark.clients
 
@@ -63,10 +63,7 @@ EDGE_CELLS = 4 * SIDE - 4  # Horn's window leaves the outer ring NaN
 
 
 def _link_dem(workspace: Path, big_dem: Path) -> Path:
-    try:
-        os.link(big_dem, workspace / "big.tif")
-    except OSError:
-        shutil.copy(big_dem, workspace / "big.tif")
+    link_or_copy(big_dem, workspace / "big.tif")
     return workspace
 
 
