@@ -20,7 +20,7 @@ from mcp import Client
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations import OperationContext, get_operation
-from llmc_mcp.operations.hydrology._grid import MAX_CELLS
+from llmc_mcp.operations.hydrology._grid import routing_capacity
 from llmc_mcp.operations.invoke import invoke
 from llmc_mcp.reflection.gate import Gate, ReflectionRequired
 from llmc_mcp.reflection.prompts import PromptLibrary
@@ -320,19 +320,56 @@ def test_pour_points_in_another_crs_land_on_the_same_cell(ctx: OperationContext,
 # Size
 
 
-def test_a_grid_above_the_cell_limit_is_refused_with_the_fix(
-    ctx: OperationContext, workspace_dir: Path
-) -> None:
-    """Guards against a worker killed by its memory limit halfway through routing: 4097 x 4096 cells is
-    one row over the limit, refused from the header before any pixel is read."""
-    profile = {"driver": "GTiff", "width": 4096, "height": 4097, "count": 1, "dtype": "uint8",
+def header_only(path: Path, width: int, height: int) -> Path:
+    """A DEM of that size whose pixels were never written: a few bytes on disk, a full header."""
+    profile = {"driver": "GTiff", "width": width, "height": height, "count": 1, "dtype": "uint8",
                "crs": "EPSG:32633", "transform": UTM, "tiled": True, "compress": "DEFLATE"}  # fmt: skip
-    with rasterio.open(workspace_dir / "big.tif", "w", **profile):
+    with rasterio.open(path, "w", **profile):
         pass
-    assert MAX_CELLS < 4096 * 4097
-    with pytest.raises(InvalidArgument, match="at most 16,777,216 cells") as refused:
-        FLOW_DIRECTION.check(ctx, FLOW_DIRECTION.validate({"dem": "big.tif", "dst": "d8.tif"}))
-    assert "Coarsen" in refused.value.fix
+    return path
+
+
+def test_the_routing_capacity_follows_the_memory_of_the_worker() -> None:
+    """Guards against a constant cap: 8192² was refused with --memory-mb 8192 while pyflwdir routes it
+    in 2.4 GB; the default 2 GiB still holds exactly the 4096² it held before."""
+    assert routing_capacity(2048 << 20) == 4096 * 4096
+    assert routing_capacity(8192 << 20) >= 8192 * 8192
+    assert routing_capacity(512 << 20) == 0
+
+
+@pytest.mark.anyio
+async def test_a_grid_above_what_the_worker_holds_is_refused_naming_what_fits(workspace_dir: Path) -> None:
+    """Guards against a worker killed by its memory limit halfway through routing: in a worker of
+    2048 MiB, 4097 x 4096 cells is one row over, refused from the header before any pixel is read,
+    with the size that fits, the memory that would hold it and the flag."""
+    header_only(workspace_dir / "big.tif", 4096, 4097)
+    settings = Settings(mode="code", workspace=workspace_dir, memory_mb=2048, reflection="hints")
+    async with Client(build_server(settings)) as client:
+        refused = structured(
+            await client.call_tool("execute_code", {"code": 'hydrology.flow_direction("big.tif", "d8.tif")'})
+        )
+    error = refused["error"]
+    assert error["type"] == "invalid_argument"
+    assert "2,048 MiB hold at most 16,777,216 cells (about 4096 x 4096)" in error["message"]
+    assert "Coarsen" in error["fix"] and "--memory-mb" in error["fix"] and "2,049 MiB" in error["fix"]
+
+
+@pytest.mark.anyio
+async def test_a_job_is_sized_by_the_job_workers_memory(workspace_dir: Path) -> None:
+    """Guards against a job refused by the memory of the call that starts it (so --job-memory-mb could
+    never route more), and against one accepted beyond the job's own."""
+    header_only(workspace_dir / "big.tif", 4096, 4097)
+    header_only(workspace_dir / "huge.tif", 7000, 7000)
+    settings = Settings(
+        mode="code", workspace=workspace_dir, memory_mb=2048, job_memory_mb=4096, reflection="hints"
+    )
+    start = 'jobs.start(hydrology.flow_direction, "{dem}", "d8.tif")'
+    async with Client(build_server(settings)) as client:
+        fits = structured(await client.call_tool("execute_code", {"code": start.format(dem="big.tif")}))
+        too_big = structured(await client.call_tool("execute_code", {"code": start.format(dem="huge.tif")}))
+    assert fits["error"]["type"] == "reflection_required"  # past the size check: the gate asks
+    assert "4,096 MiB hold at most" in too_big["error"]["message"]
+    assert "--job-memory-mb" in too_big["error"]["fix"]
 
 
 # The gate

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from llmc_mcp.capture import capture
+from llmc_mcp.compute.memory import checking_for_job
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Operation, OperationContext
 
@@ -34,10 +35,14 @@ def preflight(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Ma
     user asked; the job then finds them justified (the gate reuses identical decisions).
     """
     args = op.validate(raw_args)
-    with gdal_env(ctx):
-        facts = op.check(ctx, args)
-        if op.reflection:
-            gate.require(op, args, facts)
+    token = checking_for_job.set(True)  # sizes are judged by the job worker's memory, not this one's
+    try:
+        with gdal_env(ctx):
+            facts = op.check(ctx, args)
+            if op.reflection:
+                gate.require(op, args, facts)
+    finally:
+        checking_for_job.reset(token)
 
 
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:

@@ -53,6 +53,8 @@ class WorkerConfig(BaseModel):
     output_limit: int
     num_threads: int
     cpu_seconds: int
+    job_memory_mb: int | None = None
+    """A job worker's memory (``--job-memory-mb``): what checks made for a job size the work by."""
     call_seconds: float = 30.0
     """The server's wall clock for one call (``--exec-timeout``): what ``jobs.wait`` may spend of it."""
     file_size_mb: int = 16 * 1024
@@ -301,6 +303,7 @@ class ChannelHost:
 
 
 def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
+    from llmc_mcp.compute.memory import set_job_memory
     from llmc_mcp.compute.progress import tracking
     from llmc_mcp.gdal.environment import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations import OperationContext
@@ -316,6 +319,7 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     refuse_unexpected_drivers(unexpected_drivers())
     disable_network()
     size_block_cache(config.memory_mb)
+    set_job_memory(config.job_memory_mb)
     # Found before confinement: without rasterio's wheel it is read from /proc/self/maps, which
     # Landlock then refuses (raster.convert's progress calls GDAL through it).
     libgdal()

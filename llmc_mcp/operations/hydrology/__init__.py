@@ -4,7 +4,8 @@ One module per operation (:mod:`.condition`, :mod:`.flow_direction`, :mod:`.flow
 :mod:`.streams`, :mod:`.watershed`); :mod:`._grid` holds what they share: the routing library
 (pyflwdir, imported lazily with numba's disk cache off), whole-grid reads under a cell limit, the D8
 encoding and the atomic write. Unlike the raster namespace these do not stream: flow routing needs the
-whole grid, so each refuses grids above :data:`._grid.MAX_CELLS` cells.
+whole grid, so each refuses grids larger than the memory of the worker that routes holds
+(:func:`._grid.routing_capacity`).
 """
 
 from llmc_mcp.operations.hydrology.condition import condition

@@ -2,7 +2,8 @@
 
 Flow routing is a global problem: where a cell drains depends on cells anywhere upstream or down, so
 these operations read the whole grid into memory (unlike the raster namespace, which streams). The
-cost is bounded by :data:`MAX_CELLS`, refused above with the fix, instead of a worker killed by its
+cost is bounded by what the routing worker's memory holds (:func:`routing_capacity`), refused above
+with the fix, instead of a worker killed by its
 memory limit halfway. Outputs go through the atomic, granted, read-back write of
 :mod:`llmc_mcp.compute.output`.
 
@@ -32,6 +33,7 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.grid_checks import is_rotated
+from llmc_mcp.compute.memory import MiB, limit_flags, memory_limit
 from llmc_mcp.compute.models import RasterInfo
 from llmc_mcp.compute.output import creation_options, describe_output, geotiff_output_path, write_atomically
 from llmc_mcp.compute.pixels import read_valid
@@ -41,11 +43,20 @@ from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
 
-MAX_CELLS = 16_777_216
-"""Cells (4096 x 4096) a routing operation holds at once. Routing peaks at about 38 MiB per million
-cells above the worker's baseline (bench/hydrology.py: accumulation 640 MiB at this size, D8
-directions 400 MiB), which leaves room in a code-mode worker's default 2 GiB address space with
-GDAL, numba and LLVM loaded."""
+ROUTING_BASELINE = 768 * MiB
+"""Address space a worker takes before routing's arrays: Python with GDAL and numpy (about 210 MiB
+idle), and numba, LLVM and pyflwdir's compiled code (about 450 MiB more after a first routing)."""
+ROUTING_BYTES_PER_CELL = 80
+"""Address space routing takes per cell, with margin: it peaks at about 38 MiB per million cells of
+resident memory (bench/hydrology.py: accumulation 640 MiB at 4096², D8 directions 400 MiB). With the
+baseline, a worker's default 2 GiB holds 16,777,216 cells (4096²), the constant limit this replaced,
+and 8 GiB 97 million (about 9,860²)."""
+
+
+def routing_capacity(limit_bytes: int) -> int:
+    """Cells a routing operation may hold within ``limit_bytes`` of address space."""
+    return max(0, limit_bytes - ROUTING_BASELINE) // ROUTING_BYTES_PER_CELL
+
 
 D8_NODATA = 247
 """pyflwdir's nodata value for D8 grids; written as the output's declared nodata."""
@@ -91,15 +102,22 @@ def pyflwdir() -> ModuleType:
 
 
 def check_size(ds: DatasetReader, shown: str, argument: str) -> None:
-    """Refuse a grid routing cannot hold, naming the limit and how to get under it."""
+    """Refuse a grid the worker that routes it cannot hold, naming the size that fits, the memory that
+    would hold this one, and the flag that gives it (:mod:`llmc_mcp.compute.memory`)."""
     cells = ds.width * ds.height
-    if cells > MAX_CELLS:
-        side = math.ceil(math.sqrt(cells / MAX_CELLS) * 10) / 10
+    limit = memory_limit()
+    capacity = routing_capacity(limit)
+    if cells > capacity:
+        fits = math.isqrt(capacity)
+        side = math.ceil(math.sqrt(cells / max(capacity, 1)) * 10) / 10
+        needed = math.ceil((ROUTING_BASELINE + cells * ROUTING_BYTES_PER_CELL) / MiB)
         raise InvalidArgument(
             f"{argument}: '{shown}' has {cells:,} cells ({ds.width} x {ds.height}); flow routing holds the "
-            f"whole grid in memory and takes at most {MAX_CELLS:,} cells (4096 x 4096).",
+            f"whole grid in memory, and {limit // MiB:,} MiB hold at most {capacity:,} cells (about "
+            f"{fits} x {fits}).",
             fix=f"Coarsen it (raster.reproject with a cell about {side}x larger, resampling 'average' for a "
-            "DEM) or split it into hydrologically complete basins and route each.",
+            f"DEM), or split it into hydrologically complete basins and route each; or ask the operator "
+            f"for {needed:,} MiB ({limit_flags()}).",
         )
 
 

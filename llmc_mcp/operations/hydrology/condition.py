@@ -74,7 +74,7 @@ def condition(
 ) -> ConditionResult:
     """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks);
     'fill_flats' also slopes every flat towards its outlet; 'breach' cuts channels out of pits instead.
-    Reads the whole grid: at most 16,777,216 cells.
+    Reads the whole grid: at most what the worker's memory holds.
 
     breach (least-cost, after Lindsay 2016): from each pit, lowest first, the path to a lower cell or
     the data's edge with the least summed cut depth is lowered to one float32 step a cell below the
@@ -90,8 +90,8 @@ def condition(
     becomes a flat draining through its spill point. With ``max_depth``, a depression whose cells lie
     at least that far below the spill point the flood enters it over is kept: flow ends in it; smaller
     hollows inside it (less than max_depth below their own rim) are still filled. Elevations
-    are float32 (scale and offset applied); nodata stays nodata. Reads the whole grid (at most
-    16,777,216 cells; refused above). The choice of handling is gated (domain hydrology).
+    are float32 (scale and offset applied); nodata stays nodata. Reads the whole grid (4096² in
+    2 GiB; refused above). The choice of handling is gated (domain hydrology).
 
     Errors: InvalidArgument for a max_depth that is not positive (or given with fill_flats), a rotated
     or multi-band grid, too many cells, or dst equal to dem; RasterError for unreadable pixels.

@@ -105,7 +105,8 @@ def flow_accumulation(
     ] = None,
 ) -> FlowAccumulationResult:
     """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8, dinf or mfd
-    flow (read from the grid's LLMC_ROUTING tag). Reads the whole grid: at most 16,777,216 cells.
+    flow (read from the grid's LLMC_ROUTING tag). Reads the whole grid: at most what the worker's memory
+    holds.
 
     dinf and mfd pass each cell's total on in shares (float64 output, also for cells); mfd needs
     ``dem``, the DEM the directions came from (checked: it must give the same mask). A grid without
@@ -116,7 +117,7 @@ def flow_accumulation(
     NaN nodata; each cell measured as raster.area does, so a lat/lon grid gives real areas), with
     ``weights`` the sum of the weights (float64; weights' nodata cells add 0 and are counted). The
     band is tagged LLMC_ACCUMULATION_UNITS (cells, m2 or weights) so hydrology.streams can check a
-    threshold's units. Reads the whole grid (at most 16,777,216 cells; refused above).
+    threshold's units. Reads the whole grid (4096² in 2 GiB; refused above).
 
     Errors (ApiError, by e.type): invalid_argument for a grid that is not D8 codes (without a routing
     tag), not dinf angles, or drains in a loop, an unknown routing tag, weights together with

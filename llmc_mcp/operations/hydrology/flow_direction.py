@@ -106,7 +106,8 @@ def flow_direction(
 ) -> FlowDirectionResult:
     """Flow directions: d8 ESRI codes (uint8), dinf angles in degrees from north (float32), or mfd masks
     (uint16, the sum of receiving neighbours' D8 codes). Depressions are not filled. Reads the whole
-    grid: at most 16,777,216 cells. The band is tagged LLMC_ROUTING for flow_accumulation.
+    grid: at most what the worker's memory holds (4096² in 2 GiB). The band is tagged LLMC_ROUTING for
+    flow_accumulation.
 
     dinf (Tarboton 1997): degrees clockwise from north in [0, 360) (0 N, 90 E, 180 S, 270 W), -1 where
     no neighbour is lower, NaN nodata. mfd (Freeman 1991): sum of the D8 codes of every lower

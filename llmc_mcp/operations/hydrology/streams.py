@@ -60,7 +60,7 @@ def streams(
     ] = "cells",
 ) -> StreamsResult:
     """Channel cells: 1 where the accumulation is at least ``threshold``, else 0 (uint8; 255 nodata).
-    Reads the whole grid: at most 16,777,216 cells.
+    Reads the whole grid: at most what the worker's memory holds (4096² in 2 GiB).
 
     The threshold is the drainage area that defines a channel here (gated, domain hydrology).
     An accumulation written by hydrology.flow_accumulation records its units; a threshold in other

@@ -68,14 +68,14 @@ def watershed(
     ] = None,
 ) -> WatershedResult:
     """Catchments of pour points on a D8 grid: int32 ids (1..n, in the order given), 0 none, -1 nodata.
-    Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
+    Reads the whole grid into memory (routing needs it): at most what the worker's memory holds.
 
     Points in any CRS (points_crs) are placed on the grid's cells; with snap_distance (m) each moves
     to the cell of highest upstream cell count whose centre is within that geodesic distance (ties:
     the nearest), and ``points[].snap_distance_m`` reports how far it moved. Catchments nest: a cell
     belongs to the first pour point downstream of it, so an upstream gauge's catchment is cut out of
     the downstream one. Each point reports its outlet cell, its accumulation, its catchment's cell
-    count and ground area (m², on the ellipsoid). Reads the whole grid (at most 16,777,216 cells).
+    count and ground area (m², on the ellipsoid). Reads the whole grid (4096² in 2 GiB).
 
     Errors: InvalidArgument for no points or more than 1000, a negative snap_distance, a point off
     the grid or on nodata, two points on one outlet cell, a grid without a CRS, not D8 codes or

@@ -54,7 +54,7 @@ def condition(
     method: ConditionMethod = 'fill',  # 'fill': raise depressions to their spill height (priority flood). 'fill_flats': the same, plus a float32 step a cell towards the spill point so every cell drains (for dinf, mfd). 'breach': cut the cheapest channel out of each pit instead of raising it.
     max_depth: float | None = None,  # fill: keep as sinks (lakes, karst) depressions at least this far (vertical units) below the spill point they are entered from. breach: the deepest cut allowed; pits needing more are filled. Default: no limit. Not with fill_flats.
 ) -> ConditionResult:
-    """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks); 'fill_flats' also slopes every flat towards its outlet; 'breach' cuts channels out of pits instead. Reads the whole grid: at most 16,777,216 cells.
+    """Fill a DEM's closed depressions to their spill height (max_depth keeps deep ones as sinks); 'fill_flats' also slopes every flat towards its outlet; 'breach' cuts channels out of pits instead. Reads the whole grid: at most what the worker's memory holds.
     Errors: InvalidArgument for a max_depth that is not positive (or given with fill_flats), a rotated or multi-band grid, too many cells, or dst equal to dem; RasterError for unreadable pixels.
     Reflection (may raise reflection.ReflectionRequired): hydrology: always: how depressions are handled (method, and max_depth: which sinks are kept)
     """

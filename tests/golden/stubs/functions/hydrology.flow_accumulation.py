@@ -51,7 +51,7 @@ def flow_accumulation(
     units: AccumulationUnits = 'cells',  # 'cells': count of cells draining through each cell (itself included); 'm2': their ground area in square metres on the ellipsoid, right on geographic grids too.
     dem: str | None = None,  # Only for mfd directions, and required there: the DEM they were derived from (MFD splits flow by its slopes, which the mask does not record).
 ) -> FlowAccumulationResult:
-    """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8, dinf or mfd flow (read from the grid's LLMC_ROUTING tag). Reads the whole grid: at most 16,777,216 cells.
+    """Upstream cell counts, ground areas (m², on the ellipsoid) or weighted sums along D8, dinf or mfd flow (read from the grid's LLMC_ROUTING tag). Reads the whole grid: at most what the worker's memory holds.
     Errors (ApiError, by e.type): invalid_argument for a grid that is not D8 codes (without a routing tag), not dinf angles, or drains in a loop, an unknown routing tag, weights together with units='m2', a grid without a CRS for m2, mfd without its DEM (or with another), dem with d8 or dinf, too many cells, or dst equal to an input; refused for weights or dem on another grid, or an input whose sidecar overrides its georeferencing; raster_error for unreadable pixels.
     """
     ...

@@ -50,7 +50,7 @@ def flow_direction(
     dst: str,  # Workspace-relative output GeoTIFF (.tif); only an earlier output is replaced.
     routing: FlowRouting = 'd8',  # 'd8': all of a cell's flow to one neighbour (uint8 ESRI codes). 'dinf': D-infinity angle in degrees clockwise from north, flow split between two neighbours (float32). 'mfd': flow split among every lower neighbour (uint16 sum of their D8 codes).
 ) -> FlowDirectionResult:
-    """Flow directions: d8 ESRI codes (uint8), dinf angles in degrees from north (float32), or mfd masks (uint16, the sum of receiving neighbours' D8 codes). Depressions are not filled. Reads the whole grid: at most 16,777,216 cells. The band is tagged LLMC_ROUTING for flow_accumulation.
+    """Flow directions: d8 ESRI codes (uint8), dinf angles in degrees from north (float32), or mfd masks (uint16, the sum of receiving neighbours' D8 codes). Depressions are not filled. Reads the whole grid: at most what the worker's memory holds (4096² in 2 GiB). The band is tagged LLMC_ROUTING for flow_accumulation.
     Errors: InvalidArgument for a rotated or multi-band grid, too many cells, dst equal to dem, or (dinf, mfd) a geographic grid or non-square cells; Refused (d8) for a CRS whose cells have no ground size somewhere or change shape along a row by over 1%; RasterError for unreadable pixels.
     Reflection (may raise reflection.ReflectionRequired): hydrology: always: the flow routing model (single- or multiple-flow)
     """

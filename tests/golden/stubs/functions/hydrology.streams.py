@@ -50,7 +50,7 @@ def streams(
     threshold: float,  # Drainage area that makes a cell a channel (>= threshold).
     threshold_units: ThresholdUnits = 'cells',  # 'cells' or 'm2': must be the accumulation's own units (checked from its tag).
 ) -> StreamsResult:
-    """Channel cells: 1 where the accumulation is at least ``threshold``, else 0 (uint8; 255 nodata). Reads the whole grid: at most 16,777,216 cells.
+    """Channel cells: 1 where the accumulation is at least ``threshold``, else 0 (uint8; 255 nodata). Reads the whole grid: at most what the worker's memory holds (4096² in 2 GiB).
     Errors: InvalidArgument for a threshold that is not a positive number, units that differ from the accumulation's (or a weighted accumulation), too many cells, or dst equal to the input.
     Reflection (may raise reflection.ReflectionRequired): hydrology: always: the drainage area (threshold, in its units) that makes a cell a channel
     """

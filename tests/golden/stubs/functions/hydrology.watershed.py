@@ -60,7 +60,7 @@ def watershed(
     points_crs: str | None = None,  # CRS of the points (EPSG code, WKT, PROJ string), x first; default: the grid's.
     snap_distance: float | None = None,  # Move each point to the cell of highest accumulation within this ground distance (metres); default: no snapping, the cell the point falls in.
 ) -> WatershedResult:
-    """Catchments of pour points on a D8 grid: int32 ids (1..n, in the order given), 0 none, -1 nodata. Reads the whole grid into memory (routing needs it): at most 16,777,216 cells, refused above.
+    """Catchments of pour points on a D8 grid: int32 ids (1..n, in the order given), 0 none, -1 nodata. Reads the whole grid into memory (routing needs it): at most what the worker's memory holds.
     Errors: InvalidArgument for no points or more than 1000, a negative snap_distance, a point off the grid or on nodata, two points on one outlet cell, a grid without a CRS, not D8 codes or drains in a loop, or too many cells; CrsError for an unknown points_crs.
     """
     ...
