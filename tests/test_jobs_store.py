@@ -96,7 +96,8 @@ def test_a_job_left_working_by_a_dead_server_is_recovered_as_failed(store: JobSt
     mine = record()
     store.save(orphan)
     store.save(mine)
-    assert store.recover(process_identity(os.getpid()), ttl=60) == 1
+    kept, lost_count = store.reconcile(process_identity(os.getpid()), ttl=60)
+    assert lost_count == 1 and {r.id for r in kept} == {orphan.id, mine.id}
     lost = store.load(orphan.id)
     assert lost is not None and lost.status == "failed" and lost.answer and lost.answer["lost"] is True
     assert "server stopped" in lost.message
@@ -121,7 +122,8 @@ def test_expired_records_are_swept(store: JobStore) -> None:
     fresh = record(status="completed", finished=time.time(), expires=time.time() + 60)
     store.save(old)
     store.save(fresh)
-    assert store.sweep() == 1
+    kept, _ = store.reconcile(process_identity(os.getpid()), ttl=60)
+    assert [r.id for r in kept] == [fresh.id]
     assert [r.id for r in store.records()] == [fresh.id]
 
 

@@ -278,9 +278,12 @@ def test_a_server_restart_mid_task_reports_it_failed_and_keeps_finished_results(
     against finished results that do not survive a restart."""
     first = raw_classic()
     info = {"name": "raster_info", "arguments": {"path": "big.tif"}, "task": {}}
-    finished = first.request("tools/call", info)["result"]["task"]["taskId"]
+    created = first.request("tools/call", info)
+    assert "task" in created.get("result", {}), created
+    finished = created["result"]["task"]["taskId"]
     assert first.request("tasks/result", {"taskId": finished}, timeout=120)["result"]["content"]
     running = first.request("tools/call", {"name": "terrain_slope", "arguments": SLOPE, "task": {}})
+    assert "task" in running.get("result", {}), running
     running_id = running["result"]["task"]["taskId"]
     first.kill()
     second = raw_classic()

@@ -30,8 +30,9 @@ import anyio
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import LlmcError, NotFound
 from llmc_mcp.jobs.models import TERMINAL, JobKind, JobRecord, JobStatus, new_job_id
-from llmc_mcp.jobs.store import LOST, LOST_FIX, JobStore, bounded_answer
+from llmc_mcp.jobs.store import LOST, JobStore, bounded_answer, lost_answer
 from llmc_mcp.sandbox.pool import WorkerPool
+from llmc_mcp.sandbox.relay import ProgressHandler
 from llmc_mcp.sessions import job_session, principal
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ MAX_KEPT = 200
 CANCEL_GRACE = 5.0
 """Seconds a cancelled job's task gets to kill its worker and record the cancellation."""
 SWEEP_EVERY = 60.0
+POLL_OTHERS = 1.0
+"""Seconds between two reads of the record of a job another server process runs."""
 
 current_job: contextvars.ContextVar[str | None] = contextvars.ContextVar("llmc_current_job", default=None)
 """The job whose work is running (set in the job's own task): where its progress goes."""
@@ -86,9 +89,8 @@ class JobRunner:
 
         The only time every record file is read; afterwards the index is kept as jobs start and end.
         """
-        lost = self.store.recover(self.server, self.settings.task_ttl)
-        self.store.sweep()
-        self._index = {record.id: _summary(record) for record in self.store.records()}
+        kept, lost = self.store.reconcile(self.server, self.settings.task_ttl)
+        self._index = {record.id: _summary(record) for record in kept}
         self._last_sweep = time.monotonic()
         if lost:
             log.warning("%d job(s) were running when the last server stopped; marked failed", lost)
@@ -214,9 +216,7 @@ class JobRunner:
             if live.cancelling:
                 await self._finish(live, "cancelled", None, "Cancelled; nothing it was writing was kept.")
             else:
-                error = {"type": "job_lost", "message": LOST, "fix": LOST_FIX}
-                lost = {"ok": False, "result": None, "error": error, "lost": True}
-                await self._finish(live, "failed", lost, LOST)
+                await self._finish(live, "failed", lost_answer(), LOST)
             return
         except Exception as exc:
             log.error("job %s failed unexpectedly: %s", record.id[:12], type(exc).__name__)
@@ -307,14 +307,23 @@ class JobRunner:
         return record
 
     async def wait(self, who: str | None, job_id: object, timeout: float) -> JobRecord:
-        """The job once it ends, or as it is after ``timeout`` seconds."""
+        """The job once it ends, or as it is after ``timeout`` seconds.
+
+        A job another server process runs on this workspace is not in this one's memory: its record
+        is read again every :data:`POLL_OTHERS` seconds, so a waiter never spins on it.
+        """
         record = self.get(who, job_id)
         live = self._live.get(record.id)
-        if live is not None and record.status not in TERMINAL:
-            with anyio.move_on_after(max(0.0, timeout)):
+        if record.status in TERMINAL:
+            return record
+        with anyio.move_on_after(max(0.0, timeout)):
+            if live is not None:
                 await live.done.wait()
-            return live.record
-        return record
+                return live.record
+            while record.status not in TERMINAL:
+                await anyio.sleep(POLL_OTHERS)
+                record = self.get(who, record.id)
+        return live.record if live is not None else record
 
     async def cancel(self, who: str | None, job_id: object) -> JobRecord:
         """Stop a running job: its worker is killed and its writes in flight removed; an ended job is
@@ -380,9 +389,6 @@ def job_pool_settings(settings: Settings) -> Settings:
             "idle_ttl": min(settings.idle_ttl, JOB_WORKER_IDLE),
         }
     )
-
-
-ProgressHandler = Callable[[float, float | None, str], Awaitable[None]]
 
 
 def bind_progress(*handlers: ProgressHandler) -> ProgressHandler:

@@ -91,38 +91,32 @@ class JobStore:
                     if record is not None:
                         yield record
 
-    def sweep(self, now: float | None = None) -> int:
-        """Delete the records past their expiry. Returns how many."""
-        now = time.time() if now is None else now
-        gone = 0
-        for record in list(self.records()):
-            if record.expires is not None and record.expires <= now:
-                self.delete(record.id)
-                gone += 1
-        return gone
-
-    def recover(self, me: str, ttl: float) -> int:
-        """Mark failed every job left working by a server process that is gone. Returns how many."""
+    def reconcile(self, me: str, ttl: float) -> tuple[list[JobRecord], int]:
+        """At a server's start, in one pass over the folder: delete the records past their expiry, mark
+        failed every job left working by a server process that is gone, and return what is kept with
+        how many were lost."""
+        kept: list[JobRecord] = []
         lost = 0
         now = time.time()
         for record in list(self.records()):
-            if record.status in TERMINAL or record.server == me or is_alive(record.server):
+            if record.expires is not None and record.expires <= now:
+                self.delete(record.id)
                 continue
-            error = {"type": "job_lost", "message": LOST, "fix": LOST_FIX}
-            self.save(
-                record.model_copy(
+            if record.status not in TERMINAL and record.server != me and not is_alive(record.server):
+                record = record.model_copy(
                     update={
                         "status": "failed",
                         "message": LOST,
                         "updated": now,
                         "finished": now,
                         "expires": now + ttl,
-                        "answer": {"ok": False, "result": None, "error": error, "lost": True},
+                        "answer": lost_answer(),
                     }
                 )
-            )
-            lost += 1
-        return lost
+                self.save(record)
+                lost += 1
+            kept.append(record)
+        return kept, lost
 
     def _path(self, job_id: str) -> Path:
         return self.folder / f"{job_id}.json"
@@ -145,6 +139,12 @@ class JobStore:
             log.warning("job record %s is not one this server signed; ignored", job_id[:12])
             return None
         return record if record.id == job_id else None
+
+
+def lost_answer() -> dict[str, object]:
+    """The answer of a job whose server stopped while it ran: no tool result exists."""
+    error = {"type": "job_lost", "message": LOST, "fix": LOST_FIX}
+    return {"ok": False, "result": None, "error": error, "lost": True}
 
 
 def bounded_answer(answer: dict[str, object]) -> dict[str, object]:

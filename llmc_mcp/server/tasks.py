@@ -26,6 +26,7 @@ another principal asking about one is told there is no such task, as for an unkn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -61,6 +62,8 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 TASK_MARK = "llmc-mcp/task"
 """``_meta`` key of the result a tool returns when it handed its work over as a task."""
 POLL_INTERVAL_MS = 1000
+RESULT_GRACE = 60.0
+"""Seconds past ``--job-timeout`` that ``tasks/result`` waits for a job to be recorded as ended."""
 LIST_PAGE = 50
 LEGACY = frozenset({"2025-11-25"})
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -161,18 +164,16 @@ class Tasks:
         return fields
 
     def _ttl_ms(self, record: JobRecord) -> int:
+        """Until it expires: ``--task-ttl`` after it ended; while it runs, the latest that could be."""
         settings = self.runner.settings
-        end = record.expires if record.expires is not None else record.created + settings.job_timeout
-        if record.expires is None:
-            end += settings.task_ttl
-        return max(0, int((end - record.created) * 1000))
+        latest = record.created + settings.job_timeout + settings.task_ttl
+        return max(0, int(((record.expires or latest) - record.created) * 1000))
 
     # ------------------------------------------------------------------------------------ requests
 
     def record(self, ctx: Any, task_id: str) -> JobRecord:
-        who = principal(session_key_of(ctx) or STATELESS_PREFIX)
         try:
-            return self.runner.get(who, task_id)
+            return self.runner.get(_who(ctx), task_id)
         except LlmcError as exc:
             raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {exc.message}") from None
 
@@ -185,7 +186,12 @@ class Tasks:
     async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         """2025-11-25 ``tasks/result``: waits until the task ends, then what the call would have returned."""
         record = self.record(ctx, params.task_id)
+        # Bounded: a job ends by its --job-timeout; one whose server died meanwhile (another process
+        # on this workspace) would otherwise read as working until a server starts again.
+        deadline = record.created + self.runner.settings.job_timeout + RESULT_GRACE
         while record.status not in TERMINAL:
+            if time.time() > deadline:
+                raise MCPError(INTERNAL_ERROR, f"Task {record.id} did not end within --job-timeout.")
             record = await self.runner.wait(record.principal, record.id, 30.0)
         if _lost(record):
             raise MCPError(INTERNAL_ERROR, record.message)
@@ -196,8 +202,7 @@ class Tasks:
         return result
 
     async def list(self, ctx: Any, params: ListParams) -> dict[str, Any]:
-        who = principal(session_key_of(ctx) or STATELESS_PREFIX)
-        records = self.runner.jobs_of(who)
+        records = self.runner.jobs_of(_who(ctx))
         cursor = params.cursor or ""
         start = int(cursor) if cursor.isdigit() and len(cursor) < 9 else 0
         page = records[start : start + LIST_PAGE]
@@ -305,6 +310,11 @@ def serve_tasks(server: MCPServer, tasks: Tasks, task_tools: frozenset[str]) -> 
         return {"task": fields, "_meta": {**rest, RELATED_TASK: {"taskId": record.id}}}
 
     lowlevel.middleware.append(middleware)
+
+
+def _who(ctx: Any) -> str | None:
+    """The principal a request acts for: its session's, or every stateless caller's."""
+    return principal(session_key_of(ctx) or STATELESS_PREFIX)
 
 
 def _requested(params: Mapping[str, Any], version: str) -> TaskRequest | None:
