@@ -98,6 +98,8 @@ class WorkerPool:
         prestarted: Process | None = None,
         on_progress: ProgressHandler | None = None,
         before_call: Callable[[str], Awaitable[None]] | None = None,
+        timeout_flag: str = "--exec-timeout",
+        evict_idle_when_full: bool = False,
     ):
         self.settings = settings
         self._handler = handler
@@ -111,9 +113,9 @@ class WorkerPool:
         self._prestarted = prestarted
         """A worker started before the event loop (:func:`start_worker_early`): the first spare."""
         self.max_workers = max_workers or settings.max_workers
-        self.timeout_flag = "--exec-timeout"
+        self.timeout_flag = timeout_flag
         """The flag a timeout's message names (a pool of job workers names ``--job-timeout``)."""
-        self.evict_idle_when_full = False
+        self.evict_idle_when_full = evict_idle_when_full
         """Whether a full pool stops its idle workers at once for a new key (a job pool: they hold no
         session's variables, only warm imports), rather than refusing it until they reach the TTL."""
         self._workers: dict[str, Worker] = {}

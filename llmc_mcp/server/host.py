@@ -395,9 +395,9 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
         workspace,
         host,
         on_discard=host.worker_discarded,
+        timeout_flag="--job-timeout",
+        evict_idle_when_full=True,
     )
-    job_workers.timeout_flag = "--job-timeout"
-    job_workers.evict_idle_when_full = True
     store = JobStore(runtime.context.workspace.root)
     runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))
     runner.recover()
