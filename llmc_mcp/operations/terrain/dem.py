@@ -36,6 +36,7 @@ from llmc_mcp.compute.grid_checks import check_cell_size, check_north_up
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.compute.scaling import scale_offset
+from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
@@ -93,10 +94,11 @@ class Spans:
 
 @dataclass
 class Dem:
-    """An open DEM's band 1, with everything needed to turn its cells into metres."""
+    """A DEM's band 1, with everything needed to turn its cells into metres; picklable, so windows can
+    be computed where the engine runs them (the DEM is opened there by its checked path)."""
 
-    ctx: OperationContext
-    dataset: DatasetReader
+    ctx: PieceContext
+    source: SourceRaster
     shown: str
     scale: float
     offset: float
@@ -116,6 +118,7 @@ class Dem:
         """The DEM, refused when its cells cannot be put in metres; ``gradient=False`` (roughness, which
         compares heights only) skips the vertical unit and the projection's scale."""
         shown = ctx.workspace.relative(Path(ds.name))
+        raster = SourceRaster.of(ctx, ds, "dem", "refuse")
         dtype = np.dtype(ds.dtypes[0])
         if dtype.kind == "c":
             raise InvalidArgument(f"band 1 of '{shown}' is complex-valued.", fix="Use a real-valued DEM.")
@@ -147,13 +150,17 @@ class Dem:
             assert ellipsoid is not None  # a geographic CRS always has its datum's ellipsoid
             geod = Geod(a=ellipsoid.semi_major_metre, b=ellipsoid.semi_minor_metre)
             degrees = math.degrees(horizontal.axis_info[0].unit_conversion_factor)
-            return cls(ctx, ds, shown, scale, offset, factor, source, "geographic_per_row",
+            return cls(raster.context, raster, shown, scale, offset, factor, source, "geographic_per_row",
                        x_sign, y_sign, 1.0, geod, degrees)  # fmt: skip
         if gradient and horizontal.is_projected:  # an engineering (local) CRS is true to scale by definition
             _check_true_scale(horizontal, ds, shown)
         metres = horizontal.axis_info[0].unit_conversion_factor
-        return cls(ctx, ds, shown, scale, offset, factor, source, "projected",
+        return cls(raster.context, raster, shown, scale, offset, factor, source, "projected",
                    x_sign, y_sign, metres, None, 1.0)  # fmt: skip
+
+    @property
+    def dataset(self) -> DatasetReader:
+        return self.source.dataset()
 
     # -- ground spacing -------------------------------------------------------------------------------
 
@@ -257,7 +264,7 @@ def run(
             "blockxsize": OUTPUT_BLOCK, "blockysize": OUTPUT_BLOCK,
             **creation_options(ctx, "DEFLATE", np.dtype("float32"), 1, None, None, cog=False),
         }  # fmt: skip
-        plan = TerrainPlan(source, kernel, source.z_factor or 1.0, profile, measure, ctx.engine)
+        plan = TerrainPlan(TerrainPiece(source, kernel, source.z_factor or 1.0), profile, measure, ctx.engine)
         write_atomically(ctx, plan, ds, src_path, dst_path)
         cell = source.cell_size_m()
     if source.z_factor_source is not None:
@@ -283,9 +290,7 @@ def run(
 class TerrainPlan:
     """The write: every window's padded elevations through the kernel into the output; counts cells."""
 
-    dem: Dem
-    kernel: Kernel
-    z_factor: float
+    piece: TerrainPiece
     profile: dict[str, Any]
     measure: str
     engine: Engine
@@ -295,12 +300,21 @@ class TerrainPlan:
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.measure)
-            for window, (values, bad) in self.engine.map(windows(out.width, out.height), self._window):
+            for window, (values, bad) in self.engine.map(windows(out.width, out.height), self.piece):
                 self.nodata += bad
                 self.valid += values.size - bad
                 out.write(values, 1, window=window)
 
-    def _window(self, window: Window) -> tuple[np.ndarray, int]:
+
+@dataclass(frozen=True)
+class TerrainPiece:
+    """What one window computes, wherever the engine runs it: the DEM, the kernel, the z factor."""
+
+    dem: Dem
+    kernel: Kernel
+    z_factor: float
+
+    def __call__(self, window: Window) -> tuple[np.ndarray, int]:
         """One window's output, NaN where its 3x3 neighbourhood holds nodata or the value is not
         finite, and how many such cells it has."""
         z = self.dem.read_padded(window)

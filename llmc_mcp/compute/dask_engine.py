@@ -1,0 +1,149 @@
+"""The Dask engine: an operation's pieces run on a Dask cluster's workers, results come back in order.
+
+The operation itself does not change: it plans on the header where it runs, maps its pieces
+through :meth:`DaskEngine.map` exactly as through the local engine, and writes each result as it
+arrives, through the ledger, from this one process (the server's side is the only writer; workers
+only read). What runs on a Dask worker is our piece function on a picklable piece: a window, a
+:class:`~llmc_mcp.compute.sources.SourceRaster` to read it from, and the operation's parameters.
+Agent code never does: the sandbox has no client and no network.
+
+Pieces are submitted a few at a time (:attr:`DaskEngine.in_flight`, twice the cluster's threads by
+default), and the next one only when the oldest result has been taken, so the memory held here is
+bounded by that many pieces, whatever the raster's size; on each worker it is bounded by the pieces
+it runs. The answer equals the local engine's cell for cell: the same function runs on the same
+pieces, and results are folded in the pieces' order.
+
+A piece that fails raises its own error here (a refusal names its file as it would locally). A
+worker that dies mid-piece fails the operation with :class:`EngineFailed`: pieces are never
+retried on another worker, so a killed worker leaves a failed call and, since nothing was
+committed, no output. Closing the loop early (a failure, a cancelled job) cancels the pieces still
+queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import rasterio
+
+from llmc_mcp.compute.progress import report
+from llmc_mcp.errors import LlmcError
+from llmc_mcp.gdal.environment import HARDENED_CONFIG
+
+log = logging.getLogger(__name__)
+
+Piece = TypeVar("Piece")
+Result = TypeVar("Result")
+
+CONNECT_SECONDS = 10.0
+"""How long a scheduler may take to answer before the engine gives up on it."""
+
+
+class EngineFailed(LlmcError):
+    """The Dask cluster could not finish the work: a worker died, or the scheduler went away."""
+
+    kind = "engine_failed"
+
+
+def run_piece(compute: Callable[[Any], Any], piece: Any) -> Any:
+    """What a Dask worker runs for one piece: ``compute(piece)`` in the hardened GDAL environment."""
+    with rasterio.Env(**HARDENED_CONFIG, GDAL_NUM_THREADS="1"):
+        return compute(piece)
+
+
+class DaskEngine:
+    """Runs pieces on the Dask cluster at ``address``; connects on first use, once per process."""
+
+    name = "dask"
+
+    def __init__(self, address: str, *, in_flight: int | None = None):
+        self.address = address
+        self.in_flight = in_flight
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from distributed import Client
+
+                try:
+                    self._client = Client(
+                        self.address, timeout=CONNECT_SECONDS, set_as_default=False, name="llmc-mcp"
+                    )
+                except (OSError, TimeoutError) as exc:
+                    raise EngineFailed(
+                        f"the Dask scheduler at {self.address} cannot be reached ({type(exc).__name__}).",
+                        fix="Start the cluster again, or ask the operator to restart the server.",
+                    ) from None
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def map(
+        self,
+        pieces: Iterable[Piece],
+        compute: Callable[[Piece], Result],
+        *,
+        what: str | None = None,
+        progress: bool = True,
+    ) -> Iterator[tuple[Piece, Result]]:
+        listed = list(pieces)
+        if not listed:
+            return
+        client = self.client()
+        limit = self.in_flight or max(2, 2 * sum(client.nthreads().values()))
+        [shared] = client.scatter([compute], hash=False)
+        queued: deque[tuple[Piece, Any]] = deque()
+        upcoming = iter(listed)
+        try:
+            for piece in upcoming:
+                queued.append((piece, client.submit(run_piece, shared, piece, pure=False, retries=0)))
+                if len(queued) >= limit:
+                    break
+            done = 0
+            while queued:
+                piece, future = queued.popleft()
+                result = _result(future, self.address)
+                future.release()
+                following = next(upcoming, None)
+                if following is not None:
+                    queued.append(
+                        (following, client.submit(run_piece, shared, following, pure=False, retries=0))
+                    )
+                done += 1
+                yield piece, result
+                if progress:
+                    report(done, len(listed), what)
+        finally:
+            if queued:
+                client.cancel([future for _, future in queued])
+            shared.release()
+
+
+def _result(future: Any, address: str) -> Any:
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    try:
+        return future.result()
+    except KilledWorker:
+        raise EngineFailed(
+            "a Dask worker died while computing a piece of this operation; nothing was written.",
+            fix="Run it again; if workers keep dying, give them more memory (--memory-mb) or ask the "
+            "operator to check the cluster.",
+        ) from None
+    except (CommClosedError, OSError) as exc:
+        raise EngineFailed(
+            f"the connection to the Dask scheduler at {address} was lost ({type(exc).__name__}); "
+            "nothing was written.",
+            fix="Run it again once the cluster is back.",
+        ) from None
