@@ -112,9 +112,7 @@ class SourceRaster:
                 fix="Run the operation again once nothing else writes that file.",
             )
         with gdal_env(ctx):
-            return open_for_read(
-                ctx, shown, self.argument, resolved=path, georeferencing=self.georeferencing
-            )
+            return open_for_read(ctx, shown, self.argument, resolved=path, georeferencing=self.georeferencing)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

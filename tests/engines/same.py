@@ -43,7 +43,12 @@ def _strip(value: Any) -> Any:
 
 
 def run_on_both(
-    local: OperationContext, dask: OperationContext, operation: str, *, dst: str | None = "out.tif", **args: Any
+    local: OperationContext,
+    dask: OperationContext,
+    operation: str,
+    *,
+    dst: str | None = "out.tif",
+    **args: Any,
 ) -> tuple[Any, Any]:
     """The catalog's ``operation`` with ``args`` on each engine (its work only, not the gate), writing
     ``local-<dst>`` and ``dask-<dst>``; asserts equal outputs and results; returns both results."""

@@ -26,7 +26,9 @@ def dem(workspace_dir: Path) -> str:
     return "dem.tif"
 
 
-def test_slope_on_dask_equals_local_cell_for_cell(ctx: OperationContext, dask_ctx: OperationContext, dem: str):
+def test_slope_on_dask_equals_local_cell_for_cell(
+    ctx: OperationContext, dask_ctx: OperationContext, dem: str
+):
     """Guards against a halo or window offset lost when a window is computed in another process."""
     left, _ = run_on_both(ctx, dask_ctx, "terrain.slope", dem=dem, units="percent")
     assert left.nodata_cells > 0
