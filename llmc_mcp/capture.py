@@ -49,6 +49,8 @@ class Invocation:
     inputs: dict[str, InputSeen] = field(default_factory=dict)
     transformation: dict[str, Any] | None = None
     """The coordinate operation a warp applied to the data (pipeline, accuracy...), as it ran."""
+    compute_engine: str = "local"
+    """Where its pixel work ran: ``local`` (the worker, window by window) or ``dask`` (a cluster)."""
 
 
 _current: ContextVar[Invocation | None] = ContextVar("llmc_invocation", default=None)
@@ -61,13 +63,18 @@ def utc_now() -> str:
 
 @contextmanager
 def capture(
-    operation: str, parameters: Mapping[str, Any], justifications: Sequence[Mapping[str, Any]] = ()
+    operation: str,
+    parameters: Mapping[str, Any],
+    justifications: Sequence[Mapping[str, Any]] = (),
+    *,
+    compute_engine: str = "local",
 ) -> Iterator[Invocation]:
     """Collect what the call inside this block reads, for the records of what it writes."""
     invocation = Invocation(
         operation=operation,
         parameters=to_jsonable_python(dict(parameters), fallback=str),
         justifications=[dict(j) for j in justifications],
+        compute_engine=compute_engine,
     )
     token = _current.set(invocation)
     try:

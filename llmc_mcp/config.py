@@ -22,6 +22,9 @@ _QUOTAS = (
 
 
 _JOBS = ("job_timeout", "job_memory_mb", "max_jobs", "max_session_jobs", "task_ttl", "task_after")
+_ENGINE = ("engine", "dask_scheduler")
+
+Engine = Literal["local", "dask"]
 
 
 CATALOG_NAMESPACES = ("raster", "crs", "files", "provenance", "terrain", "hydrology", "workflows")
@@ -110,6 +113,18 @@ class Settings(BaseModel):
         "is handed back as a task (its result comes inline if it finishes sooner).",
     )
 
+    engine: Engine = Field(
+        "local",
+        description="Where pixel work runs: 'local' (each worker, window by window) or 'dask' (a Dask "
+        "cluster: --dask-scheduler's, or one started here with a worker per core).",
+    )
+    dask_scheduler: str | None = Field(
+        None,
+        pattern=r"^(tcp|tls)://[A-Za-z0-9_.\-\[\]:]{1,255}:[0-9]{1,5}$",
+        description="The scheduler of an existing Dask cluster (tcp://HOST:PORT); its workers must see "
+        "the workspace at the same path. Implies --engine dask.",
+    )
+
     @field_validator("tools", mode="before")
     @classmethod
     def _namespaces(cls, value: object) -> object:
@@ -135,6 +150,14 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _scheduler_means_dask(self) -> Settings:
+        if self.dask_scheduler is not None and self.engine != "dask":
+            if "engine" in self.model_fields_set:
+                raise ValueError("dask_scheduler names a Dask cluster: use --engine dask, or drop it")
+            self.engine = "dask"
+        return self
+
+    @model_validator(mode="after")
     def _tools_are_classic(self) -> Settings:
         if self.tools is not None and self.mode != "classic":
             raise ValueError("tools selects classic-mode tools: add --mode classic, or drop --tools")
@@ -156,7 +179,7 @@ class Settings(BaseModel):
             "idle_ttl": os.environ.get("LLMC_MCP_IDLE_TTL"),
             "max_workers": os.environ.get("LLMC_MCP_MAX_WORKERS"),
             "workflow_ttl_hours": os.environ.get("LLMC_MCP_WORKFLOW_TTL_HOURS"),
-            **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _JOBS},
+            **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _JOBS + _ENGINE},
             "reflection": os.environ.get("LLMC_MCP_REFLECTION"),
             "sampling_timeout": os.environ.get("LLMC_MCP_SAMPLING_TIMEOUT"),
             "min_confidence": os.environ.get("LLMC_MCP_MIN_CONFIDENCE"),

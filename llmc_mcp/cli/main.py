@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from llmc_mcp import __version__
 from llmc_mcp.cli import justifications
@@ -81,14 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="WARNING",
         type=str.upper,
         metavar="LEVEL",
-        help=f"Log level on stderr: {', '.join(_LOG_LEVELS)} (default WARNING).",
+        help="Stderr log level (default WARNING).",
     )
     serve.add_argument(
         "--reflection",
         choices=("hints", "sampling", "auto"),
         default=None,
         metavar="MODE",
-        help=f"Missing justification: hints (agent), sampling (host model), auto. {_ENV}",
+        help=f"Missing reason: hints, sampling, auto. {_ENV}",
     )
     serve.add_argument(
         "--min-confidence",
@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_limit_flags(serve)
     _add_job_flags(serve)
+    serve.add_argument(
+        "--engine", choices=("local", "dask"), default=None, help=f"Pixel work: local or dask. {_ENV}"
+    )
+    serve.add_argument(
+        "--dask-scheduler", default=None, metavar="URL", help=f"tcp://HOST:PORT of a Dask cluster. {_ENV}"
+    )
     _add_quota_flags(serve)
 
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
@@ -289,6 +295,8 @@ def _settings(args: argparse.Namespace):
             init_tool_name=getattr(args, "init_tool_name", None),
             **{name: getattr(args, name, None) for name in _QUOTA_FLAGS},
             **{name: getattr(args, name, None) for name in _JOB_FLAGS},
+            engine=args.engine,
+            dask_scheduler=args.dask_scheduler,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
@@ -305,14 +313,36 @@ def _serve(args: argparse.Namespace) -> int:
     from llmc_mcp.sandbox.workers import start_worker_early
 
     prestarted = start_worker_early(settings, str(Path(settings.workspace).expanduser().resolve()))
+    cluster = _engine_cluster(settings)
+    if cluster is not None:
+        settings = settings.model_copy(update={"dask_scheduler": cluster.address})
     from llmc_mcp.server.app import build_server
 
-    server = build_server(settings, prestarted=prestarted)
-    if args.transport == "http":
-        server.run("streamable-http", host=args.host, port=args.port)
-    else:
-        server.run()
+    try:
+        server = build_server(settings, prestarted=prestarted)
+        if args.transport == "http":
+            server.run("streamable-http", host=args.host, port=args.port)
+        else:
+            server.run()
+    finally:
+        if cluster is not None:
+            cluster.close()
     return 0
+
+
+def _engine_cluster(settings: Any) -> Any:
+    """The checked Dask cluster of ``--engine dask`` (started here without --dask-scheduler); exits
+    with status 2 naming what is missing when it cannot serve this workspace."""
+    if settings.engine != "dask":
+        return None
+    from llmc_mcp.server.cluster import ClusterUnavailable, start_engine
+
+    try:
+        cluster = start_engine(settings)
+    except ClusterUnavailable as exc:
+        _fail(f"--engine dask: {exc}")
+    logging.getLogger("llmc_mcp.cli").info("Dask engine at %s, %d workers", cluster.address, cluster.workers)
+    return cluster
 
 
 def _stubs(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ def preflight(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Ma
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate, check, gate and run; an operation that writes is captured for its outputs' records."""
     args = op.validate(raw_args)
-    with gdal_env(ctx), capture(op.qualname, args) as invocation:
+    with gdal_env(ctx), capture(op.qualname, args, compute_engine=ctx.engine.name) as invocation:
         facts = op.check(ctx, args)
         if op.reflection:
             records = gate.require(op, args, facts)

@@ -47,6 +47,7 @@ _LIBRARIES = {
     "pyflwdir": "pyflwdir",
     "xrspatial": "xarray-spatial",
     "numba": "numba",
+    "distributed": "distributed",
     "PIL": "pillow",
 }
 """Modules whose presence in the worker means an operation used them: each is imported lazily by the
@@ -82,7 +83,7 @@ def write_beside(tmp: Path, dst: str, invocation: Invocation, written: Written) 
         "parameters": invocation.parameters,
         "inputs": inputs,
         "output": {"path": dst, "sha256": sha256_of(tmp), "crs": crs},
-        "engine": _engine(),
+        "engine": _engine(invocation.compute_engine),
         "producer": {"name": "llmc-mcp", "version": __version__},
         "verification": _checks(crs, shape, count, invocation.parameters),
         "environment": _environment(),
@@ -114,7 +115,7 @@ def failure_record(dst: str, invocation: Invocation, error: BaseException) -> di
         "operation": invocation.operation,
         "parameters": invocation.parameters,
         "inputs": [_input(seen) for seen in invocation.inputs.values()],
-        "engine": _engine(),
+        "engine": _engine(invocation.compute_engine),
         "producer": {"name": "llmc-mcp", "version": __version__},
         "verification": [
             {
@@ -155,7 +156,7 @@ def _label(wkt: str) -> str:
     return authority or parsed.name
 
 
-def _engine() -> dict[str, Any]:
+def _engine(compute: str) -> dict[str, Any]:
     libraries = {
         "GDAL": rasterio.__gdal_version__,
         "PROJ": pyproj.proj_version_str,
@@ -168,7 +169,12 @@ def _engine() -> dict[str, Any]:
                 libraries[distribution] = metadata.version(distribution)
             except metadata.PackageNotFoundError:
                 continue
-    return {"name": "llmc-mcp", "version": __version__, f"{PRODUCER_PREFIX}libraries": libraries}
+    return {
+        "name": "llmc-mcp",
+        "version": __version__,
+        f"{PRODUCER_PREFIX}compute_engine": compute,
+        f"{PRODUCER_PREFIX}libraries": libraries,
+    }
 
 
 def _environment() -> dict[str, str]:

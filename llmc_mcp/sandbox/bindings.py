@@ -141,9 +141,23 @@ def bind_arguments(op: Operation, args: tuple[Any, ...], kwargs: dict[str, Any])
         ) from None
 
 
-def _operation_function(op: Operation, ctx: OperationContext, gate: RemoteGate) -> Callable[..., Any]:
+ENGINE_NAMESPACES = frozenset({"raster", "terrain", "hydrology"})
+"""The namespaces whose operations do pixel work: on ``--engine dask`` they run in an engine worker."""
+
+
+def _operation_function(
+    op: Operation, ctx: OperationContext, gate: RemoteGate, host: HostLink, remote_engine: bool
+) -> Callable[..., Any]:
+    on_engine = remote_engine and op.namespace in ENGINE_NAMESPACES
+
     def run(*args: Any, **kwargs: Any) -> Any:
-        return invoke(op, ctx, gate, bind_arguments(op, args, kwargs)).model_dump(mode="json")
+        arguments = bind_arguments(op, args, kwargs)
+        if on_engine:
+            # Checked and gated here, in the agent's call (sampling, review); the work runs in the
+            # session's engine worker, which alone holds the cluster's client.
+            preflight(op, ctx, gate, arguments)
+            return host.request("engine.operate", {"operation": op.qualname, "args": arguments})
+        return invoke(op, ctx, gate, arguments).model_dump(mode="json")
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return trusted(run, *args, **kwargs)
@@ -183,14 +197,17 @@ def _reflection_module(host: HostLink, prompts: PromptLibrary) -> ModuleProxy:
     )
 
 
-def build_operations(ctx: OperationContext, host: HostLink) -> dict[str, Callable[..., Any]]:
+def build_operations(
+    ctx: OperationContext, host: HostLink, *, remote_engine: bool = False
+) -> dict[str, Callable[..., Any]]:
     """Every catalog operation as a function of plain data, by qualified name (``raster.info``).
 
     The one binding both faces run: agent code calls these through the namespace proxies, and a
-    classic-mode tool call reaches them through :func:`call_operation`.
+    classic-mode tool call reaches them through :func:`call_operation`. ``remote_engine``: a session
+    worker on ``--engine dask``, which has no network, asks the server to run pixel work.
     """
     gate = RemoteGate(host, ctx)
-    return {op.qualname: _operation_function(op, ctx, gate) for op in CATALOG}
+    return {op.qualname: _operation_function(op, ctx, gate, host, remote_engine) for op in CATALOG}
 
 
 def build_preflights(ctx: OperationContext, host: HostLink) -> dict[str, Callable[..., Any]]:
@@ -222,7 +239,9 @@ def call_operation(
         return {"ok": False, "result": None, "error": exc.as_dict()}
 
 
-def build_modules(ctx: OperationContext, host: HostLink, prompts: PromptLibrary) -> dict[str, ModuleProxy]:
+def build_modules(
+    ctx: OperationContext, host: HostLink, prompts: PromptLibrary, *, remote_engine: bool = False
+) -> dict[str, ModuleProxy]:
     """One proxy per catalog namespace, plus ``reflection``.
 
     Every namespace also carries ``ApiError``, because every stub says its functions raise it: an
@@ -230,7 +249,7 @@ def build_modules(ctx: OperationContext, host: HostLink, prompts: PromptLibrary)
     (it is also a builtin). It is a plain exception class of plain attributes, so exposing it
     under more names opens nothing the builtin did not.
     """
-    operations = build_operations(ctx, host)
+    operations = build_operations(ctx, host, remote_engine=remote_engine)
     modules = {
         namespace: ModuleProxy(
             namespace,

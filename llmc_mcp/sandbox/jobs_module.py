@@ -148,10 +148,15 @@ def _job_id(job: Any) -> str:
 
 
 def sandbox_modules(
-    ctx: OperationContext, host: HostLink, prompts: PromptLibrary, clock: CallClock
+    ctx: OperationContext,
+    host: HostLink,
+    prompts: PromptLibrary,
+    clock: CallClock,
+    *,
+    remote_engine: bool = False,
 ) -> dict[str, ModuleProxy]:
     """Every module agent code sees: the catalog's namespaces, ``reflection`` and ``jobs``."""
-    modules = build_modules(ctx, host, prompts)
+    modules = build_modules(ctx, host, prompts, remote_engine=remote_engine)
     operations = {op.qualname: getattr(modules[op.namespace], op.name) for op in CATALOG}
     modules["jobs"] = jobs_module(ctx, host, operations, {op.qualname: op for op in CATALOG}, clock)
     return modules

@@ -100,6 +100,7 @@ class WorkerPool:
         before_call: Callable[[str], Awaitable[None]] | None = None,
         timeout_flag: str = "--exec-timeout",
         evict_idle_when_full: bool = False,
+        engine_address: str | None = None,
     ):
         self.settings = settings
         self._handler = handler
@@ -110,6 +111,9 @@ class WorkerPool:
         self._on_discard = on_discard
         """Called with the session key once a worker is gone (killed, crashed, reaped or closed)."""
         self._config = worker_config(settings, workspace)
+        if engine_address is not None:
+            # Engine workers: operations only, never agent code, each with a client of this cluster.
+            self._config = self._config.model_copy(update={"dask_scheduler": engine_address})
         self._prestarted = prestarted
         """A worker started before the event loop (:func:`start_worker_early`): the first spare."""
         self.max_workers = max_workers or settings.max_workers

@@ -53,6 +53,11 @@ class WorkerConfig(BaseModel):
     output_limit: int
     num_threads: int
     cpu_seconds: int
+    engine: str = "local"
+    """``--engine``: a session worker on ``dask`` hands pixel operations to its engine worker."""
+    dask_scheduler: str | None = None
+    """An engine worker's cluster (``--engine dask``): it runs operations only, never agent code, with
+    a Dask client whose one allowed TCP connection is this scheduler."""
     job_memory_mb: int | None = None
     """A job worker's memory (``--job-memory-mb``): what checks made for a job size the work by."""
     call_seconds: float = 30.0
@@ -170,6 +175,7 @@ def _user_tasks() -> int:
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_RULE_NET_PORT = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
 
@@ -193,6 +199,10 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+class _NetPortAttr(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 def _libc_syscall() -> Any:
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
@@ -208,14 +218,15 @@ def landlock_abi() -> int:
     return max(0, int(abi))
 
 
-def confine(workspace: str, readable: Iterable[str] | None = None) -> int:
+def confine(workspace: str, readable: Iterable[str] | None = None, connect_port: int | None = None) -> int:
     """Confine this process with Landlock; return the ABI version used, or 0 where unavailable.
 
     Allowed afterwards: reading (and mapping executable) files under ``readable`` (default: the
     runtime, :func:`runtime_paths`); reading, creating, replacing and removing regular files and
     directories under ``workspace`` (no symlinks, devices, fifos or sockets); /dev/null; nothing
     else, whatever path or link leads there. With ABI 4+ no TCP bind or connect; with ABI 6+ no
-    signals or abstract unix sockets beyond the confined process. Files opened before the call
+    signals or abstract unix sockets beyond the confined process; ``connect_port`` (an engine worker's
+    scheduler) is the one TCP port it may connect to. Files opened before the call
     keep working. Call it once every import is done: a module imported later from elsewhere fails.
     """
     # Whatever follows: no exec from here on can gain privileges (setuid, file capabilities).
@@ -243,6 +254,11 @@ def confine(workspace: str, readable: Iterable[str] | None = None) -> int:
         rules += [(workspace, _READ_FILE | _READ_DIR | write), (os.devnull, _READ_FILE | _WRITE_FILE)]
         for path, access in rules:
             _add_path_rule(syscall, ruleset, path, access & handled)
+        if connect_port is not None and abi >= 4:
+            rule = _NetPortAttr(_NET_CONNECT_TCP, connect_port)
+            if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_NET_PORT, ctypes.byref(rule), 0):
+                refused = os.strerror(ctypes.get_errno())
+                log.warning("Landlock rule for port %d refused (%s)", connect_port, refused)
         if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0):
             log.warning("Landlock could not be enforced (%s)", os.strerror(ctypes.get_errno()))
             return 0
@@ -324,15 +340,18 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     # Landlock then refuses (raster.convert's progress calls GDAL through it).
     libgdal()
     host = ChannelHost(channel)
+    engine, port = _engine(config)
     context = OperationContext(
-        Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host)
+        Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host), engine
     )
-    operations = build_operations(context, host)
+    remote_engine = config.engine == "dask" and port is None
+    operations = build_operations(context, host, remote_engine=remote_engine)
     preflights = build_preflights(context, host)
     clock = CallClock(config.call_seconds)
-    session = Session(sandbox_modules(context, host, PromptLibrary.default(), clock), config.output_limit)
+    modules = sandbox_modules(context, host, PromptLibrary.default(), clock, remote_engine=remote_engine)
+    session = Session(modules, config.output_limit)
     apply_limits(config)
-    confined = confine(str(context.workspace.root))
+    confined = confine(str(context.workspace.root), connect_port=port)
     ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
     channel.send({"id": 0, "result": ready})
     while True:
@@ -362,6 +381,20 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
             channel.send(
                 {"id": message.get("id"), "error": {"type": "protocol", "message": f"unknown {method}"}}
             )
+
+
+def _engine(config: WorkerConfig) -> tuple[Any, int | None]:
+    """This worker's engine, and the scheduler's port when it is an engine worker."""
+    from llmc_mcp.compute.engine import LOCAL
+
+    if config.dask_scheduler is None:
+        return LOCAL, None
+    # Imported before confinement: afterwards only the runtime can be read, and Dask reads its config.
+    import distributed  # noqa: F401
+
+    from llmc_mcp.compute.dask_engine import DaskEngine
+
+    return DaskEngine(config.dask_scheduler), int(config.dask_scheduler.rsplit(":", 1)[1])
 
 
 def _progress_sender(channel: Any) -> Callable[[float, float | None, str], None]:
@@ -437,14 +470,15 @@ def _die_with_the_server() -> None:
 
 
 def main() -> None:
-    netns = isolate_network()
+    config = WorkerConfig.model_validate(json.loads(sys.argv[1]))
+    # An engine worker reaches its scheduler over TCP; Landlock allows that one port and no other.
+    netns = isolate_network() if config.dask_scheduler is None else False
     _die_with_the_server()
     reader, writer = _take_channel_fds()
     stderr = _bounded_stderr()
     logging.basicConfig(stream=stderr, level=logging.WARNING, format="worker %(levelname)s %(message)s")
     from llmc_mcp.sandbox.channel import ChannelClosed, SyncChannel
 
-    config = WorkerConfig.model_validate(json.loads(sys.argv[1]))
     with contextlib.suppress(ChannelClosed):
         serve(config, SyncChannel(reader, writer), netns=netns)
 

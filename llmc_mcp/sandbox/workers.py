@@ -53,6 +53,7 @@ def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
         cpu_seconds=max(5, math.ceil(settings.exec_timeout * 2) + 5),
         call_seconds=settings.exec_timeout,
         job_memory_mb=settings.job_memory,
+        engine=settings.engine,
     )
 
 

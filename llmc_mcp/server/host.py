@@ -41,7 +41,7 @@ from llmc_mcp.server.resumable import abandon_questions
 from llmc_mcp.server.review import ask_person, persist_reviewed, review_message
 from llmc_mcp.server.runtime import Runtime
 from llmc_mcp.server.samplers import sampler_for
-from llmc_mcp.sessions import current_session, principal
+from llmc_mcp.sessions import current_session, job_session, principal
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ class HostRequests:
             "jobs.result": self._job_result,
             "jobs.cancel": self._cancel_job,
             "jobs.list": self._list_jobs,
+            "engine.operate": self._engine_operate,
         }
         self.jobs: JobRunner | None = None
         """The server's jobs, once its pools exist (:func:`worker_pools`)."""
@@ -332,6 +333,22 @@ class HostRequests:
         record = await self._runner().start_operation(_session(), op.qualname, args)
         return record.public()
 
+    async def _engine_operate(self, params: Mapping[str, Any]) -> Any:
+        """``engine.operate`` (``--engine dask``): an operation of a session's call, checked and gated
+        in the session's worker, whose work runs in the session's engine worker: a worker of the job
+        pool that runs operations only and holds the cluster's client. The call's own wall clock
+        bounds it: a call stopped there cancels this request, which stops that worker."""
+        op = get_operation(str(params.get("operation")))
+        args = params.get("args")
+        if not isinstance(args, dict):
+            raise InvalidArgument("engine.operate: the operation's arguments must be a mapping.")
+        answer = await self._runner().pool.operate(job_session(_session(), "engine"), op.qualname, args)
+        if answer.get("ok"):
+            return answer.get("result")
+        error = answer.get("error") or {}
+        kind, message = str(error.get("type", "engine_failed")), str(error.get("message", ""))
+        raise JobEnded(kind, message, error.get("fix"))
+
     def _job_status(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self._runner().get(principal(_session()), params.get("job")).public()
 
@@ -397,6 +414,7 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
         on_discard=host.worker_discarded,
         timeout_flag="--job-timeout",
         evict_idle_when_full=True,
+        engine_address=runtime.settings.dask_scheduler if runtime.settings.engine == "dask" else None,
     )
     store = JobStore(runtime.context.workspace.root)
     runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))

@@ -30,7 +30,7 @@ def dask_address() -> Iterator[str]:
     from llmc_mcp.gdal.dask_workers import HardenedGdal
 
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
         memory_limit="2GiB",
     ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip
         client.register_plugin(HardenedGdal(2048))

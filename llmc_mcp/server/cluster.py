@@ -1,0 +1,174 @@
+"""The Dask cluster behind ``--engine dask``: started or reached at server start, and checked.
+
+With ``--dask-scheduler`` the operator's cluster is used; without it the server starts one of its
+own (:mod:`~llmc_mcp.server.embedded_cluster`). Either way, before the server serves anything it:
+
+1. reaches the scheduler and waits for a worker (bounded);
+2. registers :class:`~llmc_mcp.gdal.dask_workers.HardenedGdal` on the cluster, so every worker,
+   present and future, has our GDAL hardening;
+3. writes a probe file in the workspace and has every worker read it back at the server's path,
+   and report that no driver beyond the allowlist is registered and PROJ's network is off.
+
+Any of these failing is :class:`ClusterUnavailable`, whose message says what is missing and how to
+fix it; the command line exits with status 2 on it rather than serve operations that would fail on
+every piece.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmc_mcp.config import Settings
+from llmc_mcp.gdal.dask_workers import HardenedGdal, probe_worker
+
+START_SECONDS = 120.0
+"""How long the embedded cluster may take to start its workers."""
+CONNECT_SECONDS = 10.0
+WORKERS_SECONDS = 30.0
+"""How long the server waits for an operator's scheduler to have a worker."""
+SHOWN_WORKERS = 3
+
+
+class ClusterUnavailable(Exception):
+    """The cluster cannot serve this workspace; the message says what is missing and the fix."""
+
+
+@dataclass
+class EngineCluster:
+    """The cluster in use: its scheduler's address, and the process running it if it is ours."""
+
+    address: str
+    workers: int
+    process: subprocess.Popen[bytes] | None = None
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(OSError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_engine(settings: Settings) -> EngineCluster:
+    """The checked cluster for ``settings`` (``--engine dask``); raises :class:`ClusterUnavailable`."""
+    root = Path(settings.workspace).expanduser().resolve()
+    if settings.dask_scheduler is not None:
+        return EngineCluster(settings.dask_scheduler, check_cluster(settings.dask_scheduler, root, settings))
+    process, address = _start_embedded(settings)
+    cluster = EngineCluster(address, 0, process)
+    try:
+        cluster.workers = check_cluster(address, root, settings)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _start_embedded(settings: Settings) -> tuple[subprocess.Popen[bytes], str]:
+    config = {"workers": os.cpu_count() or 1, "memory_mb": settings.memory_mb}
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-m", "llmc_mcp.server.embedded_cluster", json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/",
+    )
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
+    line = process.stdout.readline(300).decode(errors="replace").strip() if ready else ""
+    if not line.startswith("tcp://"):
+        process.kill()
+        process.wait()
+        raise ClusterUnavailable(
+            f"the embedded Dask cluster did not start within {START_SECONDS:g} s (its log is above). "
+            "Check that the machine can start one process per core, or run a cluster yourself and pass "
+            "--dask-scheduler."
+        )
+    process.stdout.close()
+    return process, line
+
+
+def check_cluster(address: str, root: Path, settings: Settings) -> int:
+    """Harden and probe every worker of the cluster at ``address``; the number of workers."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=CONNECT_SECONDS, set_as_default=False, name="llmc-mcp-probe")
+    except (OSError, TimeoutError) as exc:
+        raise ClusterUnavailable(
+            f"the Dask scheduler at {address} cannot be reached ({type(exc).__name__}). Start it "
+            "(`dask scheduler`, then `dask worker ADDRESS` on each machine), or leave --dask-scheduler out "
+            "to let the server start a cluster of its own."
+        ) from None
+    with client:
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_SECONDS)
+        except TimeoutError:
+            raise ClusterUnavailable(
+                f"the Dask scheduler at {address} has no workers after {WORKERS_SECONDS:g} s. Start them "
+                f"with `dask worker {address}` where the workspace is mounted at {root}."
+            ) from None
+        try:
+            client.register_plugin(HardenedGdal(settings.memory_mb))
+        except Exception as exc:
+            raise ClusterUnavailable(
+                f"the Dask workers at {address} could not take llmc-mcp's GDAL hardening "
+                f"({type(exc).__name__}: {str(exc)[:200]}). Install the same llmc-mcp on every worker."
+            ) from None
+        return _probe(client, address, root)
+
+
+def _probe(client: Any, address: str, root: Path) -> int:
+    token = secrets.token_hex(16)
+    probe = root / ".llmc" / f"engine-probe-{token}"
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text(token, encoding="utf-8")
+    try:
+        reports: dict[str, Any] = client.run(probe_worker, str(probe), token, on_error="return")
+    finally:
+        probe.unlink(missing_ok=True)
+    failed = {worker: report for worker, report in reports.items() if not isinstance(report, dict)}
+    if failed:
+        shown = "; ".join(
+            f"{w}: {type(e).__name__}: {str(e)[:120]}" for w, e in list(failed.items())[:SHOWN_WORKERS]
+        )
+        raise ClusterUnavailable(
+            f"{len(failed)} of {len(reports)} Dask workers at {address} could not run llmc-mcp's probe "
+            f"({shown}). "
+            "Install the same llmc-mcp on every worker."
+        )
+    blind = {w: r for w, r in reports.items() if not r["sees_workspace"]}
+    if blind:
+        shown = "; ".join(
+            f"{w}: {r['read'] or 'other content'}" for w, r in list(blind.items())[:SHOWN_WORKERS]
+        )
+        raise ClusterUnavailable(
+            f"{len(blind)} of {len(reports)} Dask workers at {address} cannot read the workspace at {root} "
+            f"({shown}). Every worker must see the workspace at the same path: put it on shared storage "
+            f"mounted at {root} on each worker's machine."
+        )
+    open_doors = {
+        w: r for w, r in reports.items() if r["unexpected_drivers"] or r["proj_network"].upper() != "OFF"
+    }
+    if open_doors:
+        worker, report = next(iter(open_doors.items()))
+        raise ClusterUnavailable(
+            f"{len(open_doors)} Dask workers at {address} are not hardened (e.g. {worker}: drivers "
+            f"beyond the allowlist {report['unexpected_drivers'][:5]}, PROJ network "
+            f"{report['proj_network'] or 'unset'}). "
+            "Install the same llmc-mcp on every worker."
+        )
+    return len(reports)

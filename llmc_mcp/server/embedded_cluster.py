@@ -1,0 +1,68 @@
+"""``python -m llmc_mcp.server.embedded_cluster CONFIG``: the Dask cluster of ``--engine dask`` when no
+``--dask-scheduler`` is given.
+
+A ``LocalCluster`` of worker processes, one per core, each with ``--memory-mb`` (Dask's nanny
+restarts a worker past it), its scheduler on loopback only. It runs in a process of its own rather
+than in the server: its workers are started from here and inherit this process's standard output,
+which in the server is the MCP channel over stdio. Here fd 1 is moved onto stderr before anything
+starts; the scheduler's address goes back to the server on the original stdout, as one line, and
+nothing else is ever written there.
+
+A piece is never retried on another worker (``allowed-failures`` 0): a worker that dies mid-piece
+fails the operation at once, cleanly, instead of running the piece that may have killed it again.
+
+The cluster stops when the server closes this process's stdin or dies (the parent-death signal).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    address_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    signal.signal(signal.SIGTERM, _stop)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dask %(levelname)s %(message)s")
+    import dask
+    from distributed import LocalCluster
+
+    dask.config.set(
+        {
+            "distributed.scheduler.allowed-failures": 0,
+            # No HTTP routes (health, metrics, dashboard) on the scheduler or the workers: nothing to serve.
+            "distributed.scheduler.http.routes": [],
+            "distributed.worker.http.routes": [],
+        }
+    )
+    with LocalCluster(
+        n_workers=int(config["workers"]),
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=f"{int(config['memory_mb'])}MiB",
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.WARNING,
+    ) as cluster:
+        address_out.write(cluster.scheduler_address + "\n")
+        address_out.close()
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""``--engine dask`` end to end: the server's calls run their pixel work on a real Dask cluster.
+
+The session's worker (agent code, no network) checks and gates the call; the work runs in the
+session's engine worker, which holds the cluster's client; the answer and the output equal the
+local engine's, and the output's provenance record names the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from llmc_mcp.config import Settings
+from llmc_mcp.provenance.conformance import PRODUCER_PREFIX
+from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.server.app import build_server
+from tests.engines.same import assert_same_raster
+from tests.mcp_helpers import structured
+
+pytestmark = pytest.mark.anyio
+
+
+def settings(workspace: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {"mode": "code", "workspace": workspace, "reflection": "hints"}
+    values.update(overrides)
+    return Settings(**values)
+
+
+async def run(client: Client, code: str) -> dict:
+    return structured(await client.call_tool("execute_code", {"code": code}))
+
+
+def compute_engine(workspace: Path, output: str) -> str:
+    record = json.loads((workspace / f"{output}{RECORD_SUFFIX}").read_text())
+    return record["engine"][f"{PRODUCER_PREFIX}compute_engine"]
+
+
+async def test_a_code_mode_call_runs_on_the_cluster_and_equals_the_local_engine(
+    workspace_with_dem: Path, dask_address: str
+) -> None:
+    """Guards against a call that silently runs locally on --engine dask, or whose output differs."""
+    async with Client(build_server(settings(workspace_with_dem))) as client:
+        local = await run(client, 'terrain.slope("big.tif", "local.tif")')
+    on_dask = settings(workspace_with_dem, engine="dask", dask_scheduler=dask_address)
+    async with Client(build_server(on_dask)) as client:
+        remote = await run(client, 'terrain.slope("big.tif", "dask.tif")')
+    assert local["ok"] and remote["ok"], (local, remote)
+    assert_same_raster(workspace_with_dem / "local.tif", workspace_with_dem / "dask.tif")
+    assert remote["result"]["valid_cells"] == local["result"]["valid_cells"]
+    assert compute_engine(workspace_with_dem, "local.tif") == "local"
+    assert compute_engine(workspace_with_dem, "dask.tif") == "dask"
