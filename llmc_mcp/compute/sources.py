@@ -5,8 +5,9 @@ what each piece needs. An open ``DatasetReader`` cannot travel; a :class:`Source
 carries the path the server already checked against the workspace policy, the file's size and
 modification time when it was checked, and how to open it. Where the plan was made (the local
 engine) it hands back the caller's open dataset, so nothing is opened twice; anywhere else it opens
-the file once per thread through :func:`~llmc_mcp.gdal.datasets.open_for_read`, so the allowed
-drivers and the dataset checks run before any pixel is read there too.
+the file once per thread through the workspace's path policy and
+:func:`~llmc_mcp.gdal.datasets.open_for_read`, so the policy, the allowed drivers and the dataset
+checks run before any pixel is read there too.
 
 A file that changed since it was checked (a neighbour or another call replaced it) is refused: a
 piece must never mix windows of two files.
@@ -111,8 +112,13 @@ class SourceRaster:
                 f"{self.argument}: '{shown}' changed or went away while it was being processed.",
                 fix="Run the operation again once nothing else writes that file.",
             )
+        # The workspace's path policy again, where the piece runs: links and sidecars leading out
+        # are refused here too, whatever the process that submitted the piece checked.
+        checked = ctx.workspace.input_path(shown, argument=self.argument)
         with gdal_env(ctx):
-            return open_for_read(ctx, shown, self.argument, resolved=path, georeferencing=self.georeferencing)
+            return open_for_read(
+                ctx, shown, self.argument, resolved=checked, georeferencing=self.georeferencing
+            )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
