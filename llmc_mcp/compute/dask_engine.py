@@ -101,12 +101,11 @@ class DaskEngine:
             return
         client = self.client()
         limit = self.in_flight or max(2, 2 * sum(client.nthreads().values()))
-        [shared] = client.scatter([compute], hash=False)
         queued: deque[tuple[Piece, Any]] = deque()
         upcoming = iter(listed)
         try:
             for piece in upcoming:
-                queued.append((piece, client.submit(run_piece, shared, piece, pure=False, retries=0)))
+                queued.append((piece, client.submit(run_piece, compute, piece, pure=False, retries=0)))
                 if len(queued) >= limit:
                     break
             done = 0
@@ -117,7 +116,7 @@ class DaskEngine:
                 following = next(upcoming, None)
                 if following is not None:
                     queued.append(
-                        (following, client.submit(run_piece, shared, following, pure=False, retries=0))
+                        (following, client.submit(run_piece, compute, following, pure=False, retries=0))
                     )
                 done += 1
                 yield piece, result
@@ -126,7 +125,6 @@ class DaskEngine:
         finally:
             if queued:
                 client.cancel([future for _, future in queued])
-            shared.release()
 
 
 def _result(future: Any, address: str) -> Any:

@@ -24,12 +24,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def dask_address() -> Iterator[str]:
-    """The scheduler of a two-worker LocalCluster with the hardening plugin registered."""
+    """The scheduler of a two-worker LocalCluster with the hardening plugin registered, configured as
+    the server's embedded cluster is: a piece is never retried after its worker died."""
+    import dask
     from distributed import Client, LocalCluster
 
     from llmc_mcp.gdal.dask_workers import HardenedGdal
 
-    with LocalCluster(
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
         memory_limit="2GiB",
     ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip

@@ -1,0 +1,171 @@
+"""The cluster behind ``--engine dask``: started or reached at server start, checked, and what happens
+when it cannot serve or a worker dies.
+
+Real processes throughout: the ``llmc-mcp`` command, its embedded ``LocalCluster``, ``dask scheduler``
+and ``dask worker`` started here on loopback, and the test cluster's workers, one of them killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from llmc_mcp.compute.dask_engine import DaskEngine
+from llmc_mcp.config import Settings
+from llmc_mcp.provenance.conformance import PRODUCER_PREFIX
+from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.server.app import build_server
+from tests.mcp_helpers import free_port, stdio_params, structured
+
+BIN = Path(sys.executable).parent
+WAIT = 60.0
+
+
+def serve(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``llmc-mcp serve`` with its stdin closed: it exits at once unless the engine stops it first."""
+    return subprocess.run(
+        [str(BIN / "llmc-mcp"), "serve", "--workspace", str(workspace), "--engine", "dask", *args],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_an_unreachable_scheduler_stops_the_server_with_status_2(workspace_dir: Path) -> None:
+    """Guards against a server that starts anyway and fails every operation later."""
+    address = f"tcp://127.0.0.1:{free_port()}"
+    done = serve(workspace_dir, "--dask-scheduler", address)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"the Dask scheduler at {address} cannot be reached" in done.stderr
+    assert "dask scheduler" in done.stderr  # the fix: how to start one
+
+
+def _user_namespaces() -> bool:
+    probe = (
+        subprocess.run(["unshare", "-rm", "true"], capture_output=True) if shutil.which("unshare") else None
+    )
+    return probe is not None and probe.returncode == 0
+
+
+@contextlib.contextmanager
+def blind_cluster(hidden: Path) -> Iterator[str]:
+    """A ``dask scheduler`` and one ``dask worker`` for which ``hidden`` (an empty tmpfs is mounted over
+    it in the worker's own mount namespace) does not exist."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    common = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        **common,
+    )
+    worker_command = (
+        f"mount -t tmpfs none {hidden} && exec {BIN / 'dask'} worker {address} --nthreads 1 --no-dashboard"
+    )
+    worker = subprocess.Popen(["unshare", "-rm", "sh", "-c", worker_command], **common)
+    try:
+        yield address
+    finally:
+        for process in (worker, scheduler):
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.skipif(not _user_namespaces(), reason="needs unprivileged user and mount namespaces")
+def test_workers_that_cannot_see_the_workspace_stop_the_server_with_status_2(tmp_path: Path) -> None:
+    """Guards against serving with workers whose pieces would all fail with 'file not found' (the
+    workspace is not shared storage, or is mounted elsewhere on the workers)."""
+    hidden = tmp_path / "mnt"
+    workspace = hidden / "ws"
+    workspace.mkdir(parents=True)
+    with blind_cluster(hidden) as address:
+        done = serve(workspace, "--dask-scheduler", address)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert (
+        f"1 of 1 Dask workers at {address} cannot read the workspace at {workspace.resolve()}" in done.stderr
+    )
+    assert "shared storage" in done.stderr
+    assert not list((workspace / ".llmc").glob("engine-probe-*")), "the probe file was left behind"
+
+
+def _embedded_clusters() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"llmc_mcp.server.embedded_cluster" in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.anyio
+async def test_the_command_starts_a_cluster_of_its_own_runs_on_it_and_stops_it(
+    workspace_with_dem: Path,
+) -> None:
+    """Guards against --engine dask without a scheduler doing nothing, or leaving its cluster running
+    after the server ended."""
+    before = _embedded_clusters()
+    async with Client(stdio_params(workspace_with_dem, "--engine", "dask")) as client:
+        during = _embedded_clusters() - before
+        answer = structured(
+            await client.call_tool(
+                "execute_code", {"code": 'terrain.slope("big.tif", "slope.tif")["valid_cells"]'}
+            )
+        )
+    assert answer["ok"], answer
+    assert answer["result"] == (4096 - 2) ** 2
+    assert len(during) == 1
+    record = (workspace_with_dem / f"slope.tif{RECORD_SUFFIX}").read_text()
+    assert f'"{PRODUCER_PREFIX}compute_engine": "dask"' in record
+    deadline = time.monotonic() + WAIT
+    while _embedded_clusters() & during and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _embedded_clusters() & during, "the embedded cluster outlived its server"
+
+
+@pytest.mark.anyio
+async def test_a_worker_killed_mid_job_fails_the_job_and_leaves_no_output(
+    workspace_with_dem: Path, dask_address: str, dask_engine: DaskEngine
+) -> None:
+    """Guards against a job that hangs, retries the piece that may have killed its worker, or leaves a
+    partial output when a Dask worker dies under it. The worker is killed as soon as the scheduler
+    shows it computing a piece of the job (32 pieces over two workers: it has one most of the time)."""
+    client = dask_engine.client()
+    victim_address, victim = sorted(client.run(os.getpid).items())[0]
+    settings = Settings(mode="code", workspace=workspace_with_dem, engine="dask", dask_scheduler=dask_address)
+    try:
+        async with Client(build_server(settings)) as mcp:
+            start = 'job = jobs.start(terrain.slope, "big.tif", "out.tif")'
+            started = structured(await mcp.call_tool("execute_code", {"code": start}))
+            assert started["ok"], started
+            deadline = time.monotonic() + WAIT
+            # The server runs in this event loop: wait without blocking it, or the job cannot start.
+            while time.monotonic() < deadline:
+                if (await anyio.to_thread.run_sync(client.processing)).get(victim_address):
+                    break
+                await anyio.sleep(0.002)
+            os.kill(victim, signal.SIGKILL)
+            ended = structured(await mcp.call_tool("execute_code", {"code": "jobs.wait(job, timeout=25)"}))
+    finally:
+        client.wait_for_workers(2, timeout=WAIT)  # the nanny starts a new worker for the next tests
+    job = ended["result"]
+    assert job["status"] == "failed", job
+    assert job["error"]["type"] == "engine_failed", job
+    assert "nothing was written" in job["error"]["message"]
+    left = {p.name for p in workspace_with_dem.rglob("*") if p.is_file() and "out" in p.name}
+    assert left == {f"out.tif{RECORD_SUFFIX}"}, f"partial output left: {left}"
+    record = json.loads((workspace_with_dem / f"out.tif{RECORD_SUFFIX}").read_text())
+    assert record[f"{PRODUCER_PREFIX}outcome"] == "failed"  # the audit trail of the failure, not an output
