@@ -12,6 +12,7 @@ resampling method for this kind of data, and the target CRS when ``like``'s is n
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -43,7 +44,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
         gdal_env(ctx),
         open_for_read(ctx, args["src"], "src", resolved=src_path, georeferencing=policy) as source,
     ):
-        _plan_align(ctx, source, target=target, grid=grid, **options)
+        _plan_align(ctx, source, georeferencing=policy, target=target, grid=grid, **options)
         facts = {"data": data_kind(source)}
         if source.crs != target:
             # The CRS the output lands in, normalized as dst_crs is: a justification of that target
@@ -109,7 +110,7 @@ def align(
         ctx,
         src,
         dst,
-        _plan_align,
+        functools.partial(_plan_align, georeferencing=policy),
         georeferencing=policy,
         target=target,
         grid=grid,
@@ -147,6 +148,7 @@ def _plan_align(
     ctx: OperationContext,
     source: DatasetReader,
     *,
+    georeferencing: GeoreferencingPolicy,
     target: RioCRS,
     grid: tuple[Affine, int, int],
     resampling: str,
@@ -154,7 +156,8 @@ def _plan_align(
     dst_nodata: float | None,
     compress: str,
 ) -> WarpPlan:
-    """The warp onto ``like``'s grid, planned on the source header without reading pixels."""
+    """The warp onto ``like``'s grid, planned on the source header without reading pixels;
+    ``georeferencing`` is the policy ``source`` was opened with."""
     require_crs(ctx, source, "src")
     return warp_onto(
         ctx,
@@ -162,6 +165,7 @@ def _plan_align(
         target,
         grid,
         raster_operation(source, target),
+        georeferencing=georeferencing,
         resampling=resampling,
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,

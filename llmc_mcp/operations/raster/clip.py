@@ -17,9 +17,7 @@ alpha band), so they are never silent zeros.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -43,6 +41,7 @@ from llmc_mcp.compute.output import (
     single_dtype,
     write_atomically,
 )
+from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import open_for_read
@@ -50,7 +49,7 @@ from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.raster.clip_cells import box_window, clip_windows, inside_mask, shapes_window
+from llmc_mcp.operations.raster.clip_cells import InsideCells, box_window, clip_windows, shapes_window
 from llmc_mcp.operations.raster.models import (
     ClipMaskKind,
     ClipResult,
@@ -126,11 +125,10 @@ def clip(
     """
     _check_arguments(bounds, bounds_crs, mask, mask_layer)
     src_path, dst_path = check_src_dst(ctx, src, dst)
+    policy = georeferencing or "refuse"
     with (
         gdal_env(ctx),
-        open_for_read(
-            ctx, src, "src", resolved=src_path, georeferencing=georeferencing or "refuse"
-        ) as source,
+        open_for_read(ctx, src, "src", resolved=src_path, georeferencing=policy) as source,
     ):
         shown = ctx.workspace.relative(src_path)
         dtype = single_dtype(source, shown)
@@ -177,7 +175,9 @@ def clip(
             "blockysize": OUTPUT_BLOCK,
             **creation_options(ctx, "DEFLATE", dtype, source.count, None, None, cog=False),
         }
-        plan = _ClipPlan(grid, rect, shapes, all_touched, nodata, outside_as, profile, ctx.engine)
+        inside = InsideCells(source.transform, rect, shapes, all_touched)
+        piece = ClipPiece(SourceRaster.of(ctx, source, "src", policy), grid, inside, nodata, outside_as)
+        plan = _ClipPlan(piece, profile, ctx.engine)
         write_atomically(ctx, plan, source, src_path, dst_path)
     total = int(grid.width) * int(grid.height)
     return ClipResult(
@@ -348,12 +348,7 @@ def _bounds_in(source: DatasetReader, bounds_crs: str) -> str:
 class _ClipPlan:
     """The write: each output window read from the source, outside cells replaced; counts inside cells."""
 
-    grid: Window
-    rect: Window
-    shapes: Sequence[Sequence[shapely.Geometry]]
-    all_touched: bool
-    nodata: float | None
-    outside_as: ClipMaskKind
+    piece: ClipPiece
     profile: dict[str, Any]
     engine: Engine
     inside: int = 0
@@ -361,24 +356,38 @@ class _ClipPlan:
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             carry_metadata(source, out)
-            windows = clip_windows(Window(0, 0, self.grid.width, self.grid.height))
-            clipped = functools.partial(self._clipped, source)
-            for window, (values, inside, mask) in self.engine.map(windows, clipped, progress=False):
+            windows = clip_windows(Window(0, 0, self.piece.grid.width, self.piece.grid.height))
+            # Inside cells are added up here, in the windows' order: a piece may run elsewhere.
+            for window, (values, inside, mask) in self.engine.map(windows, self.piece, progress=False):
                 self.inside += inside
                 out.write(values, window=window)
                 if mask is not None:
                     out.write_mask(mask, window=window)
 
-    def _clipped(self, source: DatasetReader, window: Window) -> tuple[np.ndarray, int, np.ndarray | None]:
+
+@dataclass(frozen=True)
+class ClipPiece:
+    """One output window of the clip, wherever the engine runs it: the source by its checked path,
+    where the output grid lies on it, which cells are inside, and how outside cells are marked."""
+
+    source: SourceRaster
+    grid: Window
+    """The output grid as a window of the source's."""
+    inside: InsideCells
+    nodata: float | None
+    outside_as: ClipMaskKind
+
+    def __call__(self, window: Window) -> tuple[np.ndarray, int, np.ndarray | None]:
         """One output window: its values, how many of its cells are inside, and its mask when the
         outside is kept as an internal mask."""
+        source = self.source.dataset()
         at = Window(
             window.col_off + self.grid.col_off,
             window.row_off + self.grid.row_off,
             window.width,
             window.height,
         )
-        inside = inside_mask(source.transform, at, self.rect, self.shapes, self.all_touched)
+        inside = self.inside(at)
         data = source.read(window=at, masked=True)
         values = np.ma.getdata(data)
         if self.outside_as == "nodata":

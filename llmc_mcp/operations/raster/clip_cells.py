@@ -5,13 +5,15 @@ rectangle worked out from the inverse geotransform (north-up and south-up grids 
 arithmetic), and a cell whose centre lies exactly on its edge is inside. Polygons (and a box on a
 rotated grid) are rasterized with ``geometry_mask`` window by window: a first pass over their
 envelope finds the exact rows and columns holding inside cells, so memory is one window whatever
-the raster's size.
+the raster's size. A window's rasterizing is a picklable piece (:class:`InsideCells`: the grid's
+transform and the shapes, which pickle), so the engine may run it in another process.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,10 +99,7 @@ def shapes_window(
         return envelope
     any_row = np.zeros(int(envelope.height), dtype=bool)
     any_col = np.zeros(int(envelope.width), dtype=bool)
-
-    def rasterized(window: Window) -> np.ndarray:
-        return inside_mask(source.transform, window, rect, shapes, all_touched)
-
+    rasterized = InsideCells(source.transform, rect, shapes, all_touched)
     for window, inside in engine.map(clip_windows(envelope), rasterized, progress=False):
         r0, c0 = int(window.row_off - envelope.row_off), int(window.col_off - envelope.col_off)
         any_row[r0 : r0 + int(window.height)] |= inside.any(axis=1)
@@ -121,6 +120,20 @@ def _intersect(a: Window, b: Window) -> Window:
     col1 = min(a.col_off + a.width, b.col_off + b.width)
     row1 = min(a.row_off + a.height, b.row_off + b.height)
     return Window(col0, row0, max(col1 - col0, 0), max(row1 - row0, 0))
+
+
+@dataclass(frozen=True)
+class InsideCells:
+    """Which cells of a window are inside: :func:`inside_mask` for one grid and set of shapes, as a
+    piece the engine can send elsewhere (it holds no dataset, only the grid's transform)."""
+
+    transform: Any
+    rect: Window
+    shapes: Sequence[Sequence[shapely.Geometry]]
+    all_touched: bool
+
+    def __call__(self, window: Window) -> np.ndarray:
+        return inside_mask(self.transform, window, self.rect, self.shapes, self.all_touched)
 
 
 def inside_mask(

@@ -11,6 +11,9 @@ open (DD-MCP-044).
 Each output window reads, from every source whose footprint meets it, the matching window and folds
 it into running accumulators (the value so far and which source gave it, or a sum, and a count of
 valid sources), so memory is a few arrays of one window whatever the size and number of sources.
+A window is one piece (:class:`MergePiece`): it opens the sources by their checked paths wherever
+the engine runs it and returns its cells with what each source gave to them, which the write adds
+up in the windows' order.
 How overlapping cells combine is the ``aggregation`` decision, asked only when two footprints share
 a cell of the output grid (DD-MCP-045).
 
@@ -21,7 +24,6 @@ each source's place on the output lattice is worked out in :mod:`.merge_grid`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,6 +38,7 @@ from rasterio.io import DatasetReader
 from rasterio.vrt import WarpedVRT
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.output import (
     creation_options,
     describe_output,
@@ -43,6 +46,7 @@ from llmc_mcp.compute.output import (
     write_atomically,
 )
 from llmc_mcp.compute.pixels import read_valid
+from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -94,10 +98,12 @@ _PICKING = frozenset({"first", "last", "min", "max"})
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a mosaic that cannot run before the gate asks; its data kind, overlap and resampling."""
     paths, _ = _check_paths(ctx, args["sources"], args["dst"])
-    with gdal_env(ctx), _opened(ctx, args["sources"], paths, args["georeferencing"] or "refuse") as datasets:
+    policy = args["georeferencing"] or "refuse"
+    with gdal_env(ctx), _opened(ctx, args["sources"], paths, policy) as datasets:
         return _plan(
             ctx,
             datasets,
+            georeferencing=policy,
             method=args["method"],
             resampling=args["resampling"],
             bounds=args["bounds"],
@@ -166,10 +172,12 @@ def merge(
     or unreadable.
     """
     paths, dst_path = _check_paths(ctx, sources, dst)
-    with gdal_env(ctx), _opened(ctx, sources, paths, georeferencing or "refuse") as datasets:
+    policy = georeferencing or "refuse"
+    with gdal_env(ctx), _opened(ctx, sources, paths, policy) as datasets:
         plan = _plan(
             ctx,
             datasets,
+            georeferencing=policy,
             method=method,
             resampling=resampling,
             bounds=bounds,
@@ -237,22 +245,25 @@ def _plan(
     ctx: OperationContext,
     datasets: Sequence[DatasetReader],
     *,
+    georeferencing: GeoreferencingPolicy,
     method: str,
     resampling: str,
     bounds: tuple[float, float, float, float] | None,
     resolution: float | tuple[float, float] | None,
     nodata: float | None,
 ) -> _MergePlan:
-    """Every check and choice of the mosaic, made on the source headers without reading pixels."""
+    """Every check and choice of the mosaic, made on the source headers without reading pixels;
+    ``georeferencing`` is the policy the sources were opened with, and are opened with by pieces."""
     res, _, _, bounds = check_grid_args(resolution, None, None, bounds)
     shown = [ctx.workspace.relative(Path(ds.name)) for ds in datasets]
     check_sources(ctx, datasets, shown, method)
     first = datasets[0]
     res = res or (abs(first.transform.a), abs(first.transform.e))
     transform, width, height = mosaic_grid(datasets, bounds, res)
+    sources = [SourceRaster.of(ctx, ds, "sources", georeferencing) for ds in datasets]
     placements = [
-        place(ctx, ds, name, transform, width, height, resampling)
-        for ds, name in zip(datasets, shown, strict=True)
+        place(ctx, source, name, transform, width, height, resampling)
+        for source, name in zip(sources, shown, strict=True)
     ]
     dtype = output_dtype(datasets, method)
     out_nodata, nodata_note = output_nodata(datasets, dtype, method, nodata)
@@ -279,14 +290,14 @@ def _plan(
     }
     warped = f" Warped onto the lattice with {resampling}: {', '.join(resampled)}." if resampled else ""
     note = f"{method}: {_COMBINE[method]}. Output {dtype.name}; {nodata_note}{warped}"
-    return _MergePlan(ctx, method, placements, profile, dtype, out_nodata, use_mask, facts, note)
+    return _MergePlan(ctx.engine, method, placements, profile, dtype, out_nodata, use_mask, facts, note)
 
 
 @dataclass
 class _MergePlan:
     """The write: each output window folded from the sources that meet it; counts what each gave."""
 
-    ctx: OperationContext
+    engine: Engine
     method: str
     placements: list[Placement]
     profile: dict[str, Any]
@@ -304,91 +315,25 @@ class _MergePlan:
         self.used = [0] * len(self.placements)
         self.overlap = 0
         bands = self.profile["count"]
-        widest = max(np.dtype(p.dataset.dtypes[0]).itemsize for p in self.placements)
+        widest = max(np.dtype(p.source.dataset().dtypes[0]).itemsize for p in self.placements)
         # Accumulator (<= 8 bytes), count and owner (2 + 2), a source's window and its mask, temporaries.
         per_pixel = bands * (8 + 2 + 2 + widest + 1 + 8)
-        with contextlib.ExitStack() as stack:
-            readers = [
-                stack.enter_context(WarpedVRT(p.dataset, **p.vrt_options))
-                if p.vrt_options is not None
-                else p.dataset
-                for p in self.placements
-            ]
-            out = stack.enter_context(rasterio.open(tmp, "w", **self.profile))
+        piece = MergePiece(self.method, tuple(self.placements), self.dtype, self.nodata, bands, self.use_mask)
+        with rasterio.open(tmp, "w", **self.profile) as out:
             self._carry(out)
             windows = write_windows(out.width, out.height, per_pixel)
-            combine = functools.partial(self._combine, readers, bands=bands)
-            for window, (data, valid) in self.ctx.engine.map(windows, combine):
-                out.write(data, window=window)
-                if self.use_mask:
-                    out.write_mask(valid.any(axis=0), window=window)
-
-    def _combine(
-        self, readers: Sequence[Any], window: Window, *, bands: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        shape = (bands, window.height, window.width)
-        count = np.zeros(shape, np.uint16)
-        picking = self.method in _PICKING
-        values = np.zeros(shape, self.dtype if picking else np.float64)
-        owner = np.full(shape, -1, np.int16) if picking else None
-        indexes = list(range(1, bands + 1))
-        for i, (placement, reader) in enumerate(zip(self.placements, readers, strict=True)):
-            part = intersection(window, placement.window)
-            if part is None:
-                continue
-            where = Window(
-                part.col_off - placement.origin[0],
-                part.row_off - placement.origin[1],
-                part.width,
-                part.height,
-            )
-            raw, ok = read_valid(self.ctx, reader, indexes, where)
-            rows = slice(part.row_off - window.row_off, part.row_off - window.row_off + part.height)
-            cols = slice(part.col_off - window.col_off, part.col_off - window.col_off + part.width)
-            here = (slice(None), rows, cols)
-            if owner is not None:
-                take = ok & self._wins(raw, values[here], count[here] > 0)
-                np.copyto(values[here], raw, where=take)
-                owner[here][take] = i
-            elif self.method != "count":
-                np.add(values[here], raw, out=values[here], where=ok)
-            count[here] += ok
-            self.valid[i] += int(ok.sum())
-        have = count > 0
-        self.overlap += int((count >= 2).sum())
-        if owner is not None:
-            self.used = [
-                u + int(n)
-                for u, n in zip(self.used, np.bincount(owner[have], minlength=len(self.used)), strict=True)
-            ]
-        else:
-            self.used = list(self.valid)
-        if self.method == "count":
-            return count, np.ones(shape, bool)
-        if self.method == "mean":
-            values = np.divide(values, count, out=np.zeros(shape), where=have)
-        if self.nodata is not None and not math.isnan(self.nodata):
-            collide = have & (values == self.nodata)
-            if collide.any():
-                raise InvalidArgument(
-                    f"{int(collide.sum())} cell value(s) of the mosaic equal {self.nodata:g}, the output's "
-                    "nodata value: they would read as nodata.",
-                    fix="Pass a nodata value no source uses as data.",
-                )
-        fill = self.nodata if self.nodata is not None else 0
-        return np.where(have, values, fill).astype(self.dtype), have
-
-    def _wins(self, raw: np.ndarray, so_far: np.ndarray, seen: np.ndarray) -> np.ndarray:
-        if self.method == "first":
-            return ~seen
-        if self.method == "last":
-            return np.ones_like(seen)
-        if self.method == "min":
-            return ~seen | (raw < so_far)
-        return ~seen | (raw > so_far)
+            # Counts are added here, in the windows' order, never inside a piece: a piece may run
+            # in another process.
+            for window, merged in self.engine.map(windows, piece):
+                out.write(merged.values, window=window)
+                if merged.mask is not None:
+                    out.write_mask(merged.mask, window=window)
+                self.valid = [a + b for a, b in zip(self.valid, merged.valid, strict=True)]
+                self.used = [a + b for a, b in zip(self.used, merged.used, strict=True)]
+                self.overlap += merged.overlap
 
     def _carry(self, out: Any) -> None:
-        first = self.placements[0].dataset
+        first = self.placements[0].source.dataset()
         out.update_tags(LLMC_MERGE_METHOD=self.method)
         if self.method in _PICKING and self.dtype == np.dtype(first.dtypes[0]):
             carry_metadata(first, out)
@@ -403,3 +348,102 @@ class _MergePlan:
             out.offsets = first.offsets
         if any(first.units):
             out.units = [u or "" for u in first.units]
+
+
+@dataclass(frozen=True)
+class MergedWindow:
+    """One window of the mosaic, and what each source gave to it."""
+
+    values: np.ndarray
+    mask: np.ndarray | None
+    """Where some source has a value, when the output marks that with an internal mask."""
+    valid: tuple[int, ...]
+    """Per source: its valid cells in this window."""
+    used: tuple[int, ...]
+    """Per source: the cells of this window whose value it gave (its valid ones, unless picking)."""
+    overlap: int
+    """Cells (per band) of this window where two or more sources have a value."""
+
+
+@dataclass(frozen=True)
+class MergePiece:
+    """One output window folded from the sources that meet it, wherever the engine runs it; the
+    sources are read by their checked paths, in the list's order, so the first still wins."""
+
+    method: str
+    placements: tuple[Placement, ...]
+    dtype: np.dtype
+    nodata: float | None
+    bands: int
+    use_mask: bool
+
+    def __call__(self, window: Window) -> MergedWindow:
+        shape = (self.bands, window.height, window.width)
+        count = np.zeros(shape, np.uint16)
+        picking = self.method in _PICKING
+        values = np.zeros(shape, self.dtype if picking else np.float64)
+        owner = np.full(shape, -1, np.int16) if picking else None
+        valid = [0] * len(self.placements)
+        for i, placement in enumerate(self.placements):
+            part = intersection(window, placement.window)
+            if part is None:
+                continue
+            where = Window(
+                part.col_off - placement.origin[0],
+                part.row_off - placement.origin[1],
+                part.width,
+                part.height,
+            )
+            raw, ok = self._read(placement, where)
+            rows = slice(part.row_off - window.row_off, part.row_off - window.row_off + part.height)
+            cols = slice(part.col_off - window.col_off, part.col_off - window.col_off + part.width)
+            here = (slice(None), rows, cols)
+            if owner is not None:
+                take = ok & self._wins(raw, values[here], count[here] > 0)
+                np.copyto(values[here], raw, where=take)
+                owner[here][take] = i
+            elif self.method != "count":
+                np.add(values[here], raw, out=values[here], where=ok)
+            count[here] += ok
+            valid[i] = int(ok.sum())
+        have = count > 0
+        overlap = int((count >= 2).sum())
+        if owner is not None:
+            used = tuple(int(n) for n in np.bincount(owner[have], minlength=len(valid)))
+        else:
+            used = tuple(valid)
+        if self.method == "count":
+            return MergedWindow(count, None, tuple(valid), used, overlap)
+        if self.method == "mean":
+            values = np.divide(values, count, out=np.zeros(shape), where=have)
+        if self.nodata is not None and not math.isnan(self.nodata):
+            collide = have & (values == self.nodata)
+            if collide.any():
+                raise InvalidArgument(
+                    f"{int(collide.sum())} cell value(s) of the mosaic equal {self.nodata:g}, the output's "
+                    "nodata value: they would read as nodata.",
+                    fix="Pass a nodata value no source uses as data.",
+                )
+        fill = self.nodata if self.nodata is not None else 0
+        merged = np.where(have, values, fill).astype(self.dtype)
+        return MergedWindow(merged, have.any(axis=0) if self.use_mask else None, tuple(valid), used, overlap)
+
+    def _read(self, placement: Placement, where: Window) -> tuple[np.ndarray, np.ndarray]:
+        """The source's values and validity in ``where`` (of the source, or of its warp onto the
+        lattice). The warp is made for this window: GDAL warps a WarpedVRT block by block, each block
+        from the source alone, so its cells do not depend on which window asked for them."""
+        dataset = placement.source.dataset()
+        indexes = list(range(1, self.bands + 1))
+        if placement.vrt_options is None:
+            return read_valid(placement.source.context, dataset, indexes, where)
+        with WarpedVRT(dataset, **placement.vrt_options) as warped:
+            return read_valid(placement.source.context, warped, indexes, where)
+
+    def _wins(self, raw: np.ndarray, so_far: np.ndarray, seen: np.ndarray) -> np.ndarray:
+        if self.method == "first":
+            return ~seen
+        if self.method == "last":
+            return np.ones_like(seen)
+        if self.method == "min":
+            return ~seen | (raw < so_far)
+        return ~seen | (raw > so_far)

@@ -1,6 +1,7 @@
 """``raster.merge``'s grid: the mosaic's lattice (the first source's, over the union of all, or the
 bounds asked for) and where each source lands on it: cell for cell when it is on the lattice, through
-a warp onto it otherwise."""
+a warp onto it otherwise. A :class:`Placement` pickles (its source is a :class:`SourceRaster`), so
+a window of the mosaic can be folded where the engine runs it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rasterio.enums import ColorInterp
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.raster.grid import MAX_OUTPUT_PIXELS
@@ -28,7 +30,7 @@ of the mosaic's and of a whole number: float noise in a transform is not a fract
 class Placement:
     """Where one source lands on the output grid, and how it is read there."""
 
-    dataset: DatasetReader
+    source: SourceRaster
     shown: str
     window: Window | None
     """Its footprint on the output grid, clipped to it; None when it falls outside."""
@@ -82,14 +84,15 @@ def mosaic_grid(
 
 def place(
     ctx: OperationContext,
-    ds: DatasetReader,
+    source: SourceRaster,
     shown: str,
     transform: Affine,
     width: int,
     height: int,
     resampling: str,
 ) -> Placement:
-    """Where ``ds`` lands on the mosaic's grid, and whether it is read cell for cell or warped."""
+    """Where ``source`` lands on the mosaic's grid, and whether it is read cell for cell or warped."""
+    ds = source.dataset()
     t = ds.transform
     col = (t.c - transform.c) / transform.a
     row = (t.f - transform.f) / transform.e
@@ -103,7 +106,7 @@ def place(
     if on_lattice:
         origin = (round(col), round(row))
         window = _clip(origin[0], origin[1], origin[0] + ds.width, origin[1] + ds.height, width, height)
-        return Placement(ds, shown, window, origin, None)
+        return Placement(source, shown, window, origin, None)
     left, bottom, right, top = _envelope(ds)
     window = _clip(
         math.floor((left - transform.c) / transform.a + LATTICE_TOLERANCE),
@@ -114,7 +117,7 @@ def place(
         height,
     )
     if window is None:
-        return Placement(ds, shown, None, (0, 0), None)
+        return Placement(source, shown, None, (0, 0), None)
     vrt_options: dict[str, Any] = {
         "crs": ds.crs,
         "transform": transform @ Affine.translation(window.col_off, window.row_off),
@@ -127,7 +130,7 @@ def place(
         "warp_mem_limit": WARP_MEM_MB,
         "NUM_THREADS": str(ctx.num_threads),
     }
-    return Placement(ds, shown, window, (window.col_off, window.row_off), vrt_options)
+    return Placement(source, shown, window, (window.col_off, window.row_off), vrt_options)
 
 
 def _clip(col0: int, row0: int, col1: int, row1: int, width: int, height: int) -> Window | None:

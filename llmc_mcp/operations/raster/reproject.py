@@ -12,6 +12,7 @@ shared with ``raster.convert``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -33,8 +34,10 @@ from llmc_mcp.capture import note_transformation
 from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.models import Compression, RasterInfo
 from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
+from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy
 from llmc_mcp.geodesy.reference import raster_points
 from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
@@ -50,7 +53,7 @@ WARP_MEM_MB = 256
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a reprojection that cannot run before the gate asks for its justification."""
-    return preflight_output(ctx, args, _plan_warp)
+    return preflight_output(ctx, args, _planner(args["georeferencing"] or "refuse"))
 
 
 @operation(
@@ -140,11 +143,12 @@ def reproject(
     dst_crs; raster_error when the source has no CRS, its extent cannot be expressed in dst_crs
     (pass bounds), or reading/writing fails.
     """
+    policy = georeferencing or "refuse"
     return write_output(
         ctx,
         src,
         dst,
-        _plan_warp,
+        _planner(policy),
         dst_crs=dst_crs,
         resampling=resampling,
         resolution=resolution,
@@ -154,7 +158,7 @@ def reproject(
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,
         compress=compress,
-        georeferencing=georeferencing or "refuse",
+        georeferencing=policy,
     )
 
 
@@ -168,18 +172,25 @@ class WarpPlan:
     warp_options: dict[str, Any]
     operation: ChosenOperation
     engine: Engine
+    source: SourceRaster
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             carry_metadata(source, out)
-            _warp_windows(source, out, self)
+            _warp_windows(out, self)
         note_transformation(self.operation.provenance())
+
+
+def _planner(georeferencing: GeoreferencingPolicy) -> Any:
+    """:func:`_plan_warp` for a source opened with ``georeferencing``, which its pieces reopen with."""
+    return functools.partial(_plan_warp, georeferencing=georeferencing)
 
 
 def _plan_warp(
     ctx: OperationContext,
     source: DatasetReader,
     *,
+    georeferencing: GeoreferencingPolicy,
     dst_crs: str,
     resampling: str,
     resolution: float | tuple[float, float] | None,
@@ -190,7 +201,8 @@ def _plan_warp(
     dst_nodata: float | None,
     compress: str,
 ) -> WarpPlan:
-    """Every check and choice of a reprojection, made on the source header without reading pixels."""
+    """Every check and choice of a reprojection, made on the source header without reading pixels;
+    ``georeferencing`` is the policy ``source`` was opened with."""
     grid_args = check_grid_args(resolution, width, height, bounds)
     target = rio_crs(normalize_crs(dst_crs, "dst_crs"))
     require_crs(ctx, source, "src")
@@ -202,6 +214,7 @@ def _plan_warp(
         target,
         grid,
         chosen,
+        georeferencing=georeferencing,
         resampling=resampling,
         src_nodata=src_nodata,
         dst_nodata=dst_nodata,
@@ -234,6 +247,7 @@ def warp_onto(
     grid: tuple[Affine, int, int],
     chosen: ChosenOperation,
     *,
+    georeferencing: GeoreferencingPolicy,
     resampling: str,
     src_nodata: float | None,
     dst_nodata: float | None,
@@ -241,7 +255,8 @@ def warp_onto(
 ) -> WarpPlan:
     """The warp of ``source`` onto ``grid`` (transform, width, height) in ``target`` with the operation
     ``chosen``: data type, the nodata rule of ``raster.reproject``, creation options and GDAL's warp
-    options, from the header alone."""
+    options, from the header alone. ``georeferencing`` is the policy ``source`` was opened with: a
+    piece run elsewhere opens it again so, and reads the same grid."""
     method = warp_resampling(resampling)
     shown = ctx.workspace.relative(Path(source.name))
     dtype = single_dtype(source, shown)
@@ -289,6 +304,7 @@ def warp_onto(
         warp_options=warp_options,
         operation=chosen,
         engine=ctx.engine,
+        source=SourceRaster.of(ctx, source, "src", georeferencing),
     )
 
 
@@ -374,30 +390,47 @@ def carry_metadata(source: DatasetReader, out: Any) -> None:
             out.write_colormap(1, source.colormap(1))
 
 
-def _warp_windows(source: DatasetReader, out: Any, plan: WarpPlan) -> None:
-    """Warp ``source`` into ``out`` one window at a time, each through GDAL's warper with the plan's
-    operation (a WarpedVRT would not take it: rasterio gives it no transformer options)."""
-    count = source.count
-    bands = list(range(1, count + 1))
+def _warp_windows(out: Any, plan: WarpPlan) -> None:
+    """Warp the plan's source into ``out`` one window at a time, each through GDAL's warper with the
+    plan's operation (a WarpedVRT would not take it: rasterio gives it no transformer options)."""
+    count = out.count
     layers = count + 1 if plan.use_mask else count
     # The alpha band has the data type; the mask written from it is one byte per pixel. rasterio
     # warps into a copy of the window's array (a MEM dataset): the pixels are held twice.
     per_pixel = 2 * (layers * plan.dtype.itemsize) + (1 if plan.use_mask else 0)
-
-    def warp(window: Window) -> np.ndarray:
-        warped = np.empty((layers, int(window.height), int(window.width)), dtype=plan.dtype)
-        rasterio.warp.reproject(
-            rasterio.band(source, bands),
-            warped,
-            dst_transform=out.window_transform(window),
-            **plan.warp_options,
-        )
-        return warped
-
+    warp = WarpPiece(plan.source, out.transform, count, layers, plan.dtype, plan.warp_options)
     for window, warped in plan.engine.map(write_windows(out.width, out.height, per_pixel), warp):
         out.write(warped[:count], window=window)
         if plan.use_mask:
             out.write_mask(warped[count] > 0, window=window)
+
+
+@dataclass(frozen=True)
+class WarpPiece:
+    """One output window's warp, wherever the engine runs it: the source by its checked path, the
+    output grid and GDAL's warp options (target CRS, resampling, nodata, coordinate operation).
+
+    GDAL's warper works out from the destination window which source pixels it needs and reads only
+    those, so a window warped here or on a Dask worker is the same cells."""
+
+    source: SourceRaster
+    transform: Affine
+    """The whole output grid's; each window's is derived from it."""
+    count: int
+    layers: int
+    """The source's bands, plus the alpha band that becomes the output's mask when it has one."""
+    dtype: np.dtype
+    warp_options: dict[str, Any]
+
+    def __call__(self, window: Window) -> np.ndarray:
+        warped = np.empty((self.layers, int(window.height), int(window.width)), dtype=self.dtype)
+        rasterio.warp.reproject(
+            rasterio.band(self.source.dataset(), list(range(1, self.count + 1))),
+            warped,
+            dst_transform=rasterio.windows.transform(window, self.transform),
+            **self.warp_options,
+        )
+        return warped
 
 
 def write_windows(width: int, height: int, bytes_per_pixel: int) -> Iterator[Window]:
