@@ -319,7 +319,8 @@ def _serve(args: argparse.Namespace) -> int:
     from llmc_mcp.server.app import build_server
 
     try:
-        server = build_server(settings, prestarted=prestarted)
+        credentials = None if cluster is None else cluster.credentials
+        server = build_server(settings, prestarted=prestarted, engine_credentials=credentials)
         if args.transport == "http":
             server.run("streamable-http", host=args.host, port=args.port)
         else:

@@ -23,9 +23,11 @@ queued.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import rasterio
@@ -55,13 +57,48 @@ def run_piece(compute: Callable[[Any], Any], piece: Any) -> Any:
         return compute(piece)
 
 
+def load_security(path: str | Path) -> Any:
+    """The TLS settings of the server's own cluster, whose one PEM file (:func:`write_credentials`)
+    is its certificate authority, and every side's certificate and key: each connection is encrypted
+    and both ends must hold it. Dask reads the file where it connects (given contents instead, it
+    would write them to a temporary file, which a confined engine worker cannot)."""
+    from distributed.security import Security
+
+    pem = str(path)
+    return Security(
+        tls_ca_file=pem,
+        tls_client_cert=pem,
+        tls_client_key=pem,
+        tls_scheduler_cert=pem,
+        tls_scheduler_key=pem,
+        tls_worker_cert=pem,
+        tls_worker_key=pem,
+        require_encryption=True,
+    )
+
+
+def write_credentials(path: Path) -> Path:
+    """A new self-signed certificate and its key, in one PEM file ``path`` (mode 0600)."""
+    from distributed.security import Security
+
+    fresh = Security.temporary()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(fresh.tls_client_key + fresh.tls_client_cert)
+    return path
+
+
 class DaskEngine:
-    """Runs pieces on the Dask cluster at ``address``; connects on first use, once per process."""
+    """Runs pieces on the Dask cluster at ``address``; connects on first use, once per process.
+
+    ``security``: Dask's TLS settings for a ``tls://`` cluster (the server's own cluster always is)."""
 
     name = "dask"
 
-    def __init__(self, address: str, *, in_flight: int | None = None):
+    def __init__(self, address: str, *, security: Any = None, in_flight: int | None = None):
         self.address = address
+        self.security = security
         self.in_flight = in_flight
         self._client: Any = None
         self._lock = threading.Lock()
@@ -73,7 +110,11 @@ class DaskEngine:
 
                 try:
                     self._client = Client(
-                        self.address, timeout=CONNECT_SECONDS, set_as_default=False, name="llmc-mcp"
+                        self.address,
+                        timeout=CONNECT_SECONDS,
+                        set_as_default=False,
+                        name="llmc-mcp",
+                        security=self.security,
                     )
                 except (OSError, TimeoutError) as exc:
                     raise EngineFailed(

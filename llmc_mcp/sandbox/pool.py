@@ -52,6 +52,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -101,6 +102,7 @@ class WorkerPool:
         timeout_flag: str = "--exec-timeout",
         evict_idle_when_full: bool = False,
         engine_address: str | None = None,
+        engine_credentials: Path | None = None,
     ):
         self.settings = settings
         self._handler = handler
@@ -113,7 +115,9 @@ class WorkerPool:
         self._config = worker_config(settings, workspace)
         if engine_address is not None:
             # Engine workers: operations only, never agent code, each with a client of this cluster.
-            self._config = self._config.model_copy(update={"dask_scheduler": engine_address})
+            credentials = None if engine_credentials is None else str(engine_credentials)
+            update = {"dask_scheduler": engine_address, "dask_credentials": credentials}
+            self._config = self._config.model_copy(update=update)
         self._prestarted = prestarted
         """A worker started before the event loop (:func:`start_worker_early`): the first spare."""
         self.max_workers = max_workers or settings.max_workers

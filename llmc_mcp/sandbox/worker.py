@@ -58,6 +58,8 @@ class WorkerConfig(BaseModel):
     dask_scheduler: str | None = None
     """An engine worker's cluster (``--engine dask``): it runs operations only, never agent code, with
     a Dask client whose one allowed TCP connection is this scheduler."""
+    dask_credentials: str | None = None
+    """The TLS credentials of the server's own cluster (a private file, read before confinement)."""
     job_memory_mb: int | None = None
     """A job worker's memory (``--job-memory-mb``): what checks made for a job size the work by."""
     call_seconds: float = 30.0
@@ -351,7 +353,9 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     modules = sandbox_modules(context, host, PromptLibrary.default(), clock, remote_engine=remote_engine)
     session = Session(modules, config.output_limit)
     apply_limits(config)
-    confined = confine(str(context.workspace.root), connect_port=port)
+    # An engine worker also reads its cluster's TLS credentials, where Dask connects.
+    readable = [*runtime_paths(), *([config.dask_credentials] if config.dask_credentials else [])]
+    confined = confine(str(context.workspace.root), readable, connect_port=port)
     ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
     channel.send({"id": 0, "result": ready})
     while True:
@@ -392,9 +396,10 @@ def _engine(config: WorkerConfig) -> tuple[Any, int | None]:
     # Imported before confinement: afterwards only the runtime can be read, and Dask reads its config.
     import distributed  # noqa: F401
 
-    from llmc_mcp.compute.dask_engine import DaskEngine
+    from llmc_mcp.compute.dask_engine import DaskEngine, load_security
 
-    return DaskEngine(config.dask_scheduler), int(config.dask_scheduler.rsplit(":", 1)[1])
+    security = None if config.dask_credentials is None else load_security(config.dask_credentials)
+    return DaskEngine(config.dask_scheduler, security=security), int(config.dask_scheduler.rsplit(":", 1)[1])
 
 
 def _progress_sender(channel: Any) -> Callable[[float, float | None, str], None]:

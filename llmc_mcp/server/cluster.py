@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmc_mcp.compute.dask_engine import load_security, write_credentials
 from llmc_mcp.config import Settings
 from llmc_mcp.gdal.dask_workers import HardenedGdal, probe_worker
+from llmc_mcp.state import state_dir
 
 START_SECONDS = 120.0
 """How long the embedded cluster may take to start its workers."""
@@ -44,13 +46,17 @@ class ClusterUnavailable(Exception):
 
 @dataclass
 class EngineCluster:
-    """The cluster in use: its scheduler's address, and the process running it if it is ours."""
+    """The cluster in use: its scheduler's address, and the process running it if it is ours, with
+    the TLS credentials of its connections."""
 
     address: str
     workers: int
     process: subprocess.Popen[bytes] | None = None
+    credentials: Path | None = None
 
     def close(self) -> None:
+        if self.credentials is not None:
+            self.credentials.unlink(missing_ok=True)
         if self.process is None:
             return
         with contextlib.suppress(OSError):
@@ -68,18 +74,24 @@ def start_engine(settings: Settings) -> EngineCluster:
     root = Path(settings.workspace).expanduser().resolve()
     if settings.dask_scheduler is not None:
         return EngineCluster(settings.dask_scheduler, check_cluster(settings.dask_scheduler, root, settings))
-    process, address = _start_embedded(settings)
-    cluster = EngineCluster(address, 0, process)
+    credentials = write_credentials(state_dir() / "dask" / f"{os.getpid()}-{secrets.token_hex(8)}.pem")
     try:
-        cluster.workers = check_cluster(address, root, settings)
+        process, address = _start_embedded(settings, credentials)
+    except BaseException:
+        credentials.unlink(missing_ok=True)
+        raise
+    cluster = EngineCluster(address, 0, process, credentials)
+    try:
+        cluster.workers = check_cluster(address, root, settings, load_security(credentials))
     except BaseException:
         cluster.close()
         raise
     return cluster
 
 
-def _start_embedded(settings: Settings) -> tuple[subprocess.Popen[bytes], str]:
+def _start_embedded(settings: Settings, credentials: Path) -> tuple[subprocess.Popen[bytes], str]:
     config = {"workers": os.cpu_count() or 1, "memory_mb": settings.memory_mb}
+    config["credentials"] = str(credentials)
     process = subprocess.Popen(
         [sys.executable, "-I", "-m", "llmc_mcp.server.embedded_cluster", json.dumps(config)],
         stdin=subprocess.PIPE,
@@ -89,7 +101,7 @@ def _start_embedded(settings: Settings) -> tuple[subprocess.Popen[bytes], str]:
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
     line = process.stdout.readline(300).decode(errors="replace").strip() if ready else ""
-    if not line.startswith("tcp://"):
+    if not line.startswith("tls://"):
         process.kill()
         process.wait()
         raise ClusterUnavailable(
@@ -101,12 +113,14 @@ def _start_embedded(settings: Settings) -> tuple[subprocess.Popen[bytes], str]:
     return process, line
 
 
-def check_cluster(address: str, root: Path, settings: Settings) -> int:
+def check_cluster(address: str, root: Path, settings: Settings, security: Any = None) -> int:
     """Harden and probe every worker of the cluster at ``address``; the number of workers."""
     from distributed import Client
 
     try:
-        client = Client(address, timeout=CONNECT_SECONDS, set_as_default=False, name="llmc-mcp-probe")
+        client = Client(
+            address, timeout=CONNECT_SECONDS, set_as_default=False, name="llmc-mcp-probe", security=security
+        )
     except (OSError, TimeoutError) as exc:
         raise ClusterUnavailable(
             f"the Dask scheduler at {address} cannot be reached ({type(exc).__name__}). Start it "

@@ -8,6 +8,10 @@ which in the server is the MCP channel over stdio. Here fd 1 is moved onto stder
 starts; the scheduler's address goes back to the server on the original stdout, as one line, and
 nothing else is ever written there.
 
+Its scheduler and workers listen on loopback, where any local process could connect and run code
+as the server's user: every connection is TLS with a certificate only the server and its engine
+workers hold (a private file in the state folder, mode 0600), so a neighbour without it is refused.
+
 A piece is never retried on another worker (``allowed-failures`` 0): a worker that dies mid-piece
 fails the operation at once, cleanly, instead of running the piece that may have killed it again.
 
@@ -41,6 +45,8 @@ def main() -> None:
     import dask
     from distributed import LocalCluster
 
+    from llmc_mcp.compute.dask_engine import load_security
+
     dask.config.set(
         {
             "distributed.scheduler.allowed-failures": 0,
@@ -55,6 +61,8 @@ def main() -> None:
         processes=True,
         memory_limit=f"{int(config['memory_mb'])}MiB",
         host="127.0.0.1",
+        protocol="tls://",
+        security=load_security(config["credentials"]),
         scheduler_port=0,
         dashboard_address="127.0.0.1:0",
         silence_logs=logging.WARNING,

@@ -415,6 +415,7 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
         timeout_flag="--job-timeout",
         evict_idle_when_full=True,
         engine_address=runtime.settings.dask_scheduler if runtime.settings.engine == "dask" else None,
+        engine_credentials=runtime.engine_credentials,
     )
     store = JobStore(runtime.context.workspace.root)
     runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))

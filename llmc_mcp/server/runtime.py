@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from anyio.abc import Process
 
@@ -27,6 +28,8 @@ class Runtime:
     outputs: OutputLedger
     prestarted: Process | None = None
     """A worker the command started before building the server; the pool adopts it as its first spare."""
+    engine_credentials: Path | None = None
+    """The TLS credentials of the server's own Dask cluster, which its engine workers read at start."""
 
     @classmethod
     def create(
@@ -36,6 +39,7 @@ class Runtime:
         next_action: str,
         prompts: PromptLibrary | None = None,
         prestarted: Process | None = None,
+        engine_credentials: Path | None = None,
     ) -> Runtime:
         disable_network()
         workspace = Workspace(settings.workspace)
@@ -46,4 +50,4 @@ class Runtime:
         gate.pending.charge_to(outputs)  # open hints share the output quotas and the reserve
         outputs.sweep()  # temporary files of writes a previous server process left unfinished
         context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
-        return cls(settings, context, gate, outputs, prestarted)
+        return cls(settings, context, gate, outputs, prestarted, engine_credentials)

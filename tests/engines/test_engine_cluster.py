@@ -169,3 +169,30 @@ async def test_a_worker_killed_mid_job_fails_the_job_and_leaves_no_output(
     assert left == {f"out.tif{RECORD_SUFFIX}"}, f"partial output left: {left}"
     record = json.loads((workspace_with_dem / f"out.tif{RECORD_SUFFIX}").read_text())
     assert record[f"{PRODUCER_PREFIX}outcome"] == "failed"  # the audit trail of the failure, not an output
+
+
+def test_the_embedded_cluster_refuses_a_neighbour_without_its_certificate(workspace_dir: Path) -> None:
+    """Guards against a cluster on loopback that any local process can join and run code on as the
+    server's user: only a client holding the server's private certificate is let in."""
+    from distributed import Client
+    from distributed.security import Security
+
+    from llmc_mcp.compute.dask_engine import load_security
+    from llmc_mcp.server.cluster import start_engine
+
+    cluster = start_engine(Settings(workspace=workspace_dir, engine="dask", memory_mb=1024))
+    try:
+        assert cluster.address.startswith("tls://127.0.0.1:")
+        assert cluster.credentials is not None and cluster.credentials.stat().st_mode & 0o077 == 0
+        plain = cluster.address.replace("tls://", "tcp://")
+        with pytest.raises((OSError, TimeoutError)):
+            Client(plain, timeout=3, set_as_default=False)
+        with pytest.raises((OSError, TimeoutError)):  # TLS, with a certificate of its own
+            Client(cluster.address, timeout=3, set_as_default=False, security=Security.temporary())
+        with Client(
+            cluster.address, timeout=10, set_as_default=False, security=load_security(cluster.credentials)
+        ) as ok:
+            assert len(ok.nthreads()) == cluster.workers
+    finally:
+        cluster.close()
+    assert not cluster.credentials.exists(), "the credentials outlived the cluster"
