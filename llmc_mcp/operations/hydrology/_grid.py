@@ -31,7 +31,7 @@ from pyproj import Geod, Transformer
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
-from llmc_mcp.compute.engine import Engine
+from llmc_mcp.compute.engine import LOCAL
 from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.memory import MiB, limit_flags, memory_limit
 from llmc_mcp.compute.models import RasterInfo
@@ -338,7 +338,6 @@ class GridPlan:
     nodata: float | None
     tags: dict[str, str]
     options: dict[str, str]
-    engine: Engine
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
         profile = {
@@ -360,7 +359,9 @@ class GridPlan:
             for row in range(0, source.height, OUTPUT_BLOCK)
         ]
         with rasterio.open(tmp, "w", **profile) as out:
-            for window, rows in self.engine.map(bands, self._rows):
+            # The routed grid is already whole in this process (routing needs it whole, on any
+            # engine): its rows are written from here, never shipped to a cluster and back.
+            for window, rows in LOCAL.map(bands, self._rows):
                 out.write(rows, 1, window=window)
             if self.tags:
                 out.update_tags(1, **self.tags)
@@ -381,6 +382,6 @@ def write_grid(
 ) -> RasterInfo:
     """Write ``data`` on ``source``'s grid to ``dst`` atomically (granted, read back); its raster.info."""
     options = creation_options(ctx, "DEFLATE", data.dtype, 1, None, None, cog=False)
-    plan = GridPlan(data, nodata, tags or {}, options, ctx.engine)
+    plan = GridPlan(data, nodata, tags or {}, options)
     write_atomically(ctx, plan, source, Path(source.name), dst_path)
     return describe_output(ctx, dst, dst_path)
