@@ -2,13 +2,17 @@
 
 This module decides what to read (every pixel in block-aligned windows of ~1 M pixels, or one
 decimated read with ``approx=True``) and what counts as valid; the arithmetic is
-:mod:`~llmc_mcp.operations.raster.accumulate`'s.
+:mod:`~llmc_mcp.operations.raster.accumulate`'s. Each (read, band) is a piece (:class:`StatsPiece`)
+that returns what it counted, never its pixels, and the counts are folded into the accumulators in the
+pieces' order, so every engine (local, Dask) gives the same answer to the bit, percentiles and
+histograms included.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -19,11 +23,12 @@ from rasterio.windows import Window
 
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.scaling import scale_offset
+from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.raster.accumulate import BandAccumulator, _key
+from llmc_mcp.operations.raster.accumulate import FINE_BINS, BandAccumulator, _key
 from llmc_mcp.operations.raster.models import BandStats, Histogram, RasterStats, RawStats
 
 CHUNK_PIXELS = 1 << 20
@@ -103,20 +108,15 @@ def stats(
         accumulators = {
             b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(computed), histogram_bins) for b in indexes
         }
-
-        def valid_values(piece: tuple[Read, int]) -> tuple[np.ndarray, int]:
-            (window, shape), band = piece
-            raw, valid = read_valid(ctx, ds, band, window, shape)
-            return raw[valid], int(valid.size - np.count_nonzero(valid))
-
-        first = [(read, b) for read in reads for b in indexes]
-        for (_, b), (values, excluded) in ctx.engine.map(first, valid_values):
-            accumulators[b].first(values, excluded)
+        source = SourceRaster.of(ctx, ds, "path", "unchecked")
+        first = StatsPiece(source, source.context, {b: Tally.first(accumulators[b]) for b in indexes})
+        for (_, b), counted in ctx.engine.map([(read, b) for read in reads for b in indexes], first):
+            counted.fold_first(accumulators[b])
         second = [b for b in indexes if accumulators[b].begin_second()]
         if second:
-            again = [(read, b) for read in reads for b in second]
-            for (_, b), (values, _) in ctx.engine.map(again, valid_values):
-                accumulators[b].second(values)
+            again = StatsPiece(source, source.context, {b: Tally.second(accumulators[b]) for b in second})
+            for (_, b), counted in ctx.engine.map([(read, b) for read in reads for b in second], again):
+                counted.fold_second(accumulators[b])
         results = []
         for b in indexes:
             stored = accumulators[b].result(b, computed, histogram_bins)
@@ -243,26 +243,148 @@ def _plan_reads(ds: DatasetReader, approx: bool) -> tuple[list[Read], str, bool]
                 f"per band instead of {ds.width}x{ds.height} ({source}); all figures describe that sample."
             )
             return [(None, shape)], how, True
-    windows = list(_windows(ds))
-    how = f"Exact: every pixel read in {len(windows)} window(s) of at most ~{CHUNK_PIXELS} pixels."
+    every = list(windows(ds, CHUNK_PIXELS))
+    how = f"Exact: every pixel read in {len(every)} window(s) of at most ~{CHUNK_PIXELS} pixels."
     if approx:
         how += " (approx=True had nothing to save: the raster is already this small.)"
-    return [(w, None) for w in windows], how, False
+    return [(w, None) for w in every], how, False
 
 
-def _windows(ds: DatasetReader) -> Iterator[Window]:
-    """Windows of about CHUNK_PIXELS, aligned to blocks where blocks are smaller than that.
+def windows(ds: DatasetReader, pixels: int) -> Iterator[Window]:
+    """Windows of about ``pixels``, aligned to blocks where blocks are smaller than that.
 
     Alignment lets each block be decoded once per pass; a block larger than the budget is read in
     several windows (GDAL's block cache decodes it once) rather than blowing the budget.
     """
     block_h, block_w = ds.block_shapes[0]
     if block_w >= ds.width:
-        cols = min(ds.width, CHUNK_PIXELS)
+        cols = min(ds.width, pixels)
     else:
-        cols = min(ds.width, CHUNK_PIXELS, max(1, math.isqrt(CHUNK_PIXELS) // block_w) * block_w)
-    rows_fit = max(1, CHUNK_PIXELS // cols)
+        cols = min(ds.width, pixels, max(1, math.isqrt(pixels) // block_w) * block_w)
+    rows_fit = max(1, pixels // cols)
     rows = min(ds.height, (rows_fit // block_h) * block_h or rows_fit)
     for row in range(0, ds.height, rows):
         for col in range(0, ds.width, cols):
             yield Window(col, row, min(cols, ds.width - col), min(rows, ds.height - row))
+
+
+# ------------------------------------------------------------------------------------ pieces
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a piece counts of one band's valid values in one pass, as the band's accumulator asks.
+
+    ``counts``: exact value counts over [offset, offset + size); ``moments``: count, mean, squared
+    deviations, min and max; ``fine`` and ``histogram``: bin counts over the first pass's [min, max].
+    """
+
+    counts: tuple[int, int] | None = None
+    moments: bool = False
+    fine: tuple[float, float] | None = None
+    histogram: tuple[float, float, int] | None = None
+
+    @classmethod
+    def first(cls, acc: BandAccumulator) -> Tally:
+        if acc.counts is not None:
+            return cls(counts=(acc.counts.offset, acc.counts.counts.size))
+        return cls(moments=True)
+
+    @classmethod
+    def second(cls, acc: BandAccumulator) -> Tally:
+        """After ``acc.begin_second()``: what its ``second`` would add, as :meth:`Counted.fold_second`
+        adds it."""
+        if acc.counts is not None:
+            return cls(counts=(acc.counts.offset, acc.counts.counts.size))
+        lo, hi = acc.moments.lo, acc.moments.hi
+        return cls(
+            fine=(lo, hi) if acc.fine is not None and hi > lo else None,
+            histogram=(lo, hi, acc.histogram.size) if acc.histogram is not None else None,
+        )
+
+    def count(self, values: np.ndarray, excluded: int) -> Counted:
+        """The accumulator's own arithmetic on one piece's values, kept as a result instead of added to
+        the accumulator (squared deviations summed without BLAS, the same on every engine)."""
+        if not values.size:
+            return Counted(excluded)
+        present = tallied = moments = fine = histogram = None
+        if self.counts is not None:
+            offset, size = self.counts
+            index = values if offset == 0 else values.astype(np.int64) - offset
+            every = np.bincount(index, minlength=size)
+            present = np.flatnonzero(every)
+            tallied = every[present]
+        if self.moments:
+            v = values.astype(np.float64, copy=False)
+            mean = float(v.mean())
+            # numpy's pairwise sum, not a BLAS dot product: BLAS splits a long dot product among its
+            # threads, and a Dask worker runs BLAS on one, so the last bits would differ by engine.
+            m2 = float(np.square(v - mean).sum())
+            moments = (int(v.size), mean, m2, float(values.min()), float(values.max()))
+        if self.fine is not None:
+            fine = np.histogram(values, bins=FINE_BINS, range=self.fine)[0]
+        if self.histogram is not None:
+            lo, hi, bins = self.histogram
+            histogram = np.histogram(values, bins=bins, range=(lo, hi))[0]
+        return Counted(excluded, present, tallied, moments, fine, histogram)
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What one piece counted, folded into its band's accumulator in the pieces' order on every engine,
+    so floating sums are added in one order and agree to the bit."""
+
+    excluded: int
+    present: np.ndarray | None = None
+    """Indices (value - offset) of the values counted, and their ``counts``."""
+    counts: np.ndarray | None = None
+    moments: tuple[int, float, float, float, float] | None = None
+    """n, mean, sum of squared deviations, min, max of the piece's values."""
+    fine: np.ndarray | None = None
+    histogram: np.ndarray | None = None
+
+    def fold_first(self, acc: BandAccumulator) -> None:
+        acc.excluded += self.excluded
+        self._fold_counts(acc)
+        if self.moments is not None:
+            _merge_moments(acc, *self.moments)
+
+    def fold_second(self, acc: BandAccumulator) -> None:
+        self._fold_counts(acc)
+        if self.fine is not None and acc.fine is not None:
+            acc.fine += self.fine
+        if self.histogram is not None and acc.histogram is not None:
+            acc.histogram += self.histogram
+
+    def _fold_counts(self, acc: BandAccumulator) -> None:
+        if self.present is not None and acc.counts is not None:
+            acc.counts.counts[self.present] += self.counts
+
+
+def _merge_moments(acc: BandAccumulator, n_b: int, mean_b: float, m2_b: float, lo: float, hi: float) -> None:
+    """The merge of the accumulator's moments with a piece's, operation for operation as its own
+    ``add`` does it after computing them from values (Chan et al.)."""
+    m = acc.moments
+    n = m.n + n_b
+    delta = mean_b - m.mean
+    m.mean += delta * n_b / n
+    m.m2 += m2_b + delta * delta * m.n * n_b / n
+    m.n = n
+    m.lo = min(m.lo, lo)
+    m.hi = max(m.hi, hi)
+
+
+@dataclass(frozen=True)
+class StatsPiece:
+    """One pass's work on one (read, band), wherever the engine runs it: the raster by its checked path
+    and what to count of each band. It returns what it counted, never the pixels, so a piece run on a
+    Dask worker sends back counts and moments, and the caller folds them in order."""
+
+    source: SourceRaster
+    ctx: PieceContext
+    tallies: dict[int, Tally]
+
+    def __call__(self, piece: tuple[Read, int]) -> Counted:
+        (window, shape), band = piece
+        raw, valid = read_valid(self.ctx, self.source.dataset(), band, window, shape)
+        return self.tallies[band].count(raw[valid], int(valid.size - np.count_nonzero(valid)))

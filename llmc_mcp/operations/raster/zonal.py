@@ -1,19 +1,22 @@
 """``raster.zonal_stats``: statistics of one band per zone, polygons (exact coverage) or a zone raster.
 
 Polygon zones go to exactextract (DD-MCP-039), which computes the exact fraction of each cell a polygon
-covers and weights every statistic by it. It is fed objects, never names (:mod:`.zonal_exactextract`):
-the band through a RasterSource reading from the dataset :func:`open_for_read` checked (masks, NaN and
-scale/offset handled as in ``raster.stats``), and the polygons :func:`read_polygons` read and
-transformed. It works feature by feature, reading only the window under each polygon's bounding box
-(split when larger than :data:`MAX_CELLS_IN_MEMORY`), so memory follows the largest zone, not the
-raster. A raster of zone ids is summarised here, streaming row bands of the two rasters: every cell
-counts fully, and the statistics follow exactextract's definitions so both kinds of zones agree.
+covers and weights every statistic by it. The raster is cut into chunks along cell boundaries, each
+cell in exactly one; exactextract runs on each chunk with the polygons that reach it
+(:mod:`.zonal_exactextract`: objects, never names: the chunk read through the dataset
+:func:`open_for_read` checked, masks, NaN and scale/offset as in ``raster.stats``, and the polygons
+:func:`read_polygons` read and transformed), and the zones' partials are merged here in the chunks'
+order (:mod:`.zonal_accumulators`). A raster of zone ids is summarised in row bands of the two rasters:
+every cell counts fully, and the statistics follow exactextract's definitions so both kinds of zones
+agree. Either way the pieces are pure and picklable, so they run on any engine (the local one, Dask
+workers) with the same answer to the bit, and memory follows the piece, not the raster or the zone.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,8 +28,8 @@ from rasterio.windows import Window
 from llmc_mcp.compute.grid_checks import is_rotated
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.polygons import EXTENSIONS, Polygons, read_polygons
-from llmc_mcp.compute.progress import fraction_callback
 from llmc_mcp.compute.scaling import scale_offset
+from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -37,13 +40,14 @@ from llmc_mcp.operations.raster.models import (
     ZonalStatsResult,
     ZoneStatistics,
 )
-from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands
-from llmc_mcp.operations.raster.zonal_accumulators import Distribution, Moments
-from llmc_mcp.operations.raster.zonal_exactextract import INDEX, band_source, zone_features
+from llmc_mcp.operations.raster.stats import CHUNK_PIXELS, check_bands, windows
+from llmc_mcp.operations.raster.zonal_accumulators import CoverageMoments, Distribution, Moments, ZonePartial
+from llmc_mcp.operations.raster.zonal_exactextract import Chunk, PolygonChunk
 
 MAX_CELLS_IN_MEMORY = 4_000_000
-"""Cells exactextract holds for one polygon before it splits the polygon's window (~32 MB of float64
-values plus as many coverage fractions); its default, 30 M, would take ~500 MB for one large zone."""
+"""Cells exactextract may hold for one polygon (~32 MB of float64 values plus as many coverage
+fractions; its default, 30 M, would take ~500 MB for one large zone). A chunk never holds more, so no
+polygon's window is split within a chunk."""
 
 
 _DISTRIBUTION = frozenset({"median", "majority", "minority", "variety"})
@@ -105,7 +109,7 @@ def zonal_stats(
     overlaps the raster at all the call is refused (both extents given). Values are physical
     (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result says which.
     Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see ``method``).
-    Memory follows the largest zone (polygons) or stays flat (zone raster).
+    Memory follows one chunk of the raster (polygons, read a chunk at a time) or stays flat (zone raster).
 
     Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, an empty or repeated
     stats list, zone_field or layer with a zone raster, too many zones or vertices; refused for zones
@@ -133,7 +137,9 @@ def zonal_stats(
         applied = physical and (scale, offset) != (1.0, 0.0)
         linear = (scale, offset) if applied else None
         if vector:
-            return _polygon_zones(ctx, ds, shown, zones, band, wanted, zone_field, layer, linear, physical)
+            return _polygon_zones(
+                ctx, ds, shown, zones, band, wanted, zone_field, layer, linear, physical, choice
+            )
         return _raster_zones(ctx, ds, shown, zones, band, wanted, linear, physical, choice)
 
 
@@ -171,8 +177,9 @@ def _polygon_zones(
     layer: str | None,
     linear: tuple[float, float] | None,
     physical: bool,
+    choice: GeoreferencingPolicy,
 ) -> ZonalStatsResult:
-    from exactextract import exact_extract
+    import shapely
 
     _check_north_up(ds, shown)
     if ds.crs is None:
@@ -183,25 +190,37 @@ def _polygon_zones(
         )
     polygons = read_polygons(ctx, zones, argument="zones", target_crs=ds.crs, layer=layer, field=zone_field)
     _check_zones_meet(ds, shown, zones, polygons)
-    source = band_source(ctx, ds, band, linear)
-    features = zone_features(polygons.geometries, ds.crs.to_wkt())
-    rows = exact_extract(
+    source = SourceRaster.of(ctx, ds, "path", choice)
+    piece = PolygonChunk(
         source,
-        features,
-        list(wanted),
-        include_cols=[INDEX],
-        max_cells_in_memory=MAX_CELLS_IN_MEMORY,
-        output="geojson",
-        progress=fraction_callback(),
+        source.context,
+        band,
+        linear,
+        tuple(shapely.to_wkb(np.asarray(polygons.geometries, dtype=object)).tolist()),
+        extremes=bool({"min", "max"} & set(wanted)),
+        spread="stdev" in wanted,
+        distribution=bool(_DISTRIBUTION & set(wanted)),
+        max_cells=MAX_CELLS_IN_MEMORY,
     )
+    moments = CoverageMoments(len(polygons.geometries))
+    distribution = Distribution(majority_to_largest=True) if piece.distribution else None
+    for _, part in ctx.engine.map(_chunks(ds, polygons.geometries), piece):
+        moments.add(part)
+        if distribution is not None and part.pairs is not None:
+            distribution.add(part.pairs)
+    # exactextract gives a median in the type of the values it reads (the band's, float64 once scaled).
+    kind = np.dtype(np.float64) if linear is not None else np.dtype(ds.dtypes[band - 1])
     results: list[ZoneStatistics] = []
-    for row in rows:
-        properties = row["properties"]
-        index = int(properties[INDEX])
+    for index in range(len(polygons.geometries)):
+        figures = moments.figures(index)
+        if distribution is not None:
+            figures.update(distribution.figures(index))
+        if figures.get("median") is not None:
+            figures["median"] = float(np.asarray(figures["median"]).astype(kind))
         zone = index if polygons.values is None else polygons.values[index]
-        results.append(ZoneStatistics(zone=zone, stats={s: _number(properties.get(s)) for s in wanted}))
+        results.append(ZoneStatistics(zone=zone, stats={s: _number(figures.get(s)) for s in wanted}))
     method = (
-        "Polygon zones, exact cell coverage (exactextract, feature by feature). "
+        "Polygon zones, exact cell coverage (exactextract, chunk by chunk of the raster, partials merged). "
         + _STAT_MEANINGS
         + " "
         + _excluded(linear, physical, ds, band)
@@ -225,6 +244,26 @@ def _polygon_zones(
         repaired_zones=polygons.repaired,
         method=method,
     )
+
+
+def _chunks(ds: DatasetReader, geometries: list[Any]) -> list[Chunk]:
+    """Windows of the raster along cell boundaries, each with the polygons whose bounding boxes meet it.
+
+    A window holds at most CHUNK_PIXELS cells and never more than exactextract may hold for one polygon
+    (MAX_CELLS_IN_MEMORY), so memory follows the window, however large a zone; windows no polygon
+    reaches are not read.
+    """
+    import shapely
+
+    tree = shapely.STRtree(geometries)
+    chunks = []
+    for window in windows(ds, min(CHUNK_PIXELS, MAX_CELLS_IN_MEMORY)):
+        left, bottom, right, top = ds.window_bounds(window)
+        box = shapely.box(min(left, right), min(bottom, top), max(left, right), max(bottom, top))
+        hits = np.sort(tree.query(box))
+        if hits.size:
+            chunks.append((window, hits))
+    return chunks
 
 
 def _check_zones_meet(ds: DatasetReader, shown: str, zones: str, polygons: Polygons) -> None:
@@ -286,23 +325,17 @@ def _raster_zones(
     with _open_zone_raster(ctx, zones, choice) as zds:
         zones_shown = ctx.workspace.relative(Path(zds.name))
         _check_zone_raster(ds, shown, zds, zones_shown)
+        values = SourceRaster.of(ctx, ds, "path", choice)
+        piece = ZoneRasterPiece(
+            values, SourceRaster.of(ctx, zds, "zones", choice), values.context, band, linear,
+            bool(_DISTRIBUTION & set(wanted)),
+        )  # fmt: skip
         moments = Moments()
-        distribution = Distribution() if _DISTRIBUTION & set(wanted) else None
-
-        def zoned(window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            """The zone of every zoned cell of the window, the zones of its valid ones, their values."""
-            raw, valid = read_valid(ctx, ds, band, window)
-            ids, has_zone = read_valid(ctx, zds, 1, window)
-            ids, inside = ids[has_zone].astype(np.int64), valid[has_zone]
-            values = raw[has_zone][inside].astype(np.float64)
-            if linear is not None:
-                values = values * linear[0] + linear[1]
-            return ids, ids[inside], values
-
-        for _, (all_ids, ids, values) in ctx.engine.map(_row_bands(ds), zoned):
-            moments.add(all_ids, ids, values)
-            if distribution is not None:
-                distribution.add(ids, values)
+        distribution = Distribution() if piece.distribution else None
+        for _, part in ctx.engine.map(_row_bands(ds), piece):
+            moments.add(part)
+            if distribution is not None and part.pairs is not None:
+                distribution.add(part.pairs)
     if not moments.zones():
         raise Refused(
             f"zones: every cell of '{zones_shown}' is nodata, so it holds no zone to summarise.",
@@ -387,3 +420,25 @@ def _row_bands(ds: DatasetReader) -> Iterator[Window]:
     rows = max(block, rows // block * block)
     for top in range(0, ds.height, rows):
         yield Window(0, top, ds.width, min(rows, ds.height - top))
+
+
+@dataclass(frozen=True)
+class ZoneRasterPiece:
+    """What one band of rows computes, wherever the engine runs it: both rasters by their checked paths,
+    the band, the scale/offset to apply and whether the zones' value distribution is wanted."""
+
+    values: SourceRaster
+    zones: SourceRaster
+    ctx: PieceContext
+    band: int
+    linear: tuple[float, float] | None
+    distribution: bool
+
+    def __call__(self, window: Window) -> ZonePartial:
+        raw, valid = read_valid(self.ctx, self.values.dataset(), self.band, window)
+        ids, has_zone = read_valid(self.ctx, self.zones.dataset(), 1, window)
+        ids, inside = ids[has_zone].astype(np.int64), valid[has_zone]
+        values = raw[has_zone][inside].astype(np.float64)
+        if self.linear is not None:
+            values = values * self.linear[0] + self.linear[1]
+        return ZonePartial.of(ids, ids[inside], values, self.distribution)

@@ -837,7 +837,7 @@ def zonal_stats(path: str, zones: str, stats: list[ZonalStat] = ['mean', 'min', 
     overlaps the raster at all the call is refused (both extents given). Values are physical
     (declared scale and offset applied) unless ``physical=False``; ``physical`` in the result says which.
     Statistics: count, sum, mean, min, max, stdev, median, majority, minority, variety (see ``method``).
-    Memory follows the largest zone (polygons) or stays flat (zone raster).
+    Memory follows one chunk of the raster (polygons, read a chunk at a time) or stays flat (zone raster).
 
     Errors (ApiError, by e.type): invalid_argument for a band outside 1..count, an empty or repeated
     stats list, zone_field or layer with a zone raster, too many zones or vertices; refused for zones
