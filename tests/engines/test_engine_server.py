@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -52,3 +53,38 @@ async def test_a_code_mode_call_runs_on_the_cluster_and_equals_the_local_engine(
     assert remote["result"]["valid_cells"] == local["result"]["valid_cells"]
     assert compute_engine(workspace_with_dem, "local.tif") == "local"
     assert compute_engine(workspace_with_dem, "dask.tif") == "dask"
+
+
+async def test_a_classic_tool_runs_on_the_cluster(workspace_with_dem: Path, dask_address: str) -> None:
+    """Guards against the classic face bypassing the engine worker (one execution path for both)."""
+    on_dask = settings(workspace_with_dem, mode="classic", engine="dask", dask_scheduler=dask_address)
+    async with Client(build_server(on_dask)) as client:
+        result = await client.call_tool("terrain_slope", {"dem": "big.tif", "dst": "classic.tif"})
+    assert not result.is_error, result
+    assert compute_engine(workspace_with_dem, "classic.tif") == "dask"
+
+
+async def test_a_cancelled_dask_job_stops_its_pieces_and_leaves_nothing(
+    workspace_with_dem: Path, dask_address: str
+) -> None:
+    """Guards against cancelling a job whose pieces keep running on the cluster, or that leaves an
+    output; and a completed job on Dask reports its progress to the last piece."""
+    from distributed import Client as DaskClient
+
+    on_dask = settings(workspace_with_dem, engine="dask", dask_scheduler=dask_address)
+    async with Client(build_server(on_dask)) as client:
+        done = await run(
+            client, 'j = jobs.start(terrain.slope, "big.tif", "done.tif")\njobs.wait(j, timeout=25)'
+        )
+        assert done["result"]["status"] == "completed", done
+        assert done["result"]["progress"] == 1.0
+        started = await run(client, 'job = jobs.start(terrain.slope, "big.tif", "cancelled.tif")')
+        assert started["ok"], started
+        cancelled = await run(client, "jobs.cancel(job)")
+    assert cancelled["result"]["status"] == "cancelled", cancelled
+    with DaskClient(dask_address, set_as_default=False, timeout=10) as observer:
+        deadline = anyio.current_time() + 30
+        while any(observer.processing().values()) and anyio.current_time() < deadline:
+            await anyio.sleep(0.1)
+        assert not any(observer.processing().values()), "pieces of the cancelled job still run"
+    assert not any(p.name.startswith("cancelled.tif") for p in workspace_with_dem.rglob("*")), "output left"
