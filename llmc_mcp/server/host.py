@@ -420,7 +420,9 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
     store = JobStore(runtime.context.workspace.root)
     runner = JobRunner(runtime.settings, store, job_workers, process_identity(os.getpid()))
     runner.recover()
-    job_workers.set_progress(runner.progress_relay)
+    # A call handed to an engine worker (--engine dask) reports to its client; a job, to its record
+    # (jobs run in a context of their own, where relay_progress finds no request and does nothing).
+    job_workers.set_progress(bind_progress(relay_progress, runner.progress_relay))
     host.jobs = runner
     pool = WorkerPool(
         runtime.settings,

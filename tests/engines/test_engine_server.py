@@ -88,3 +88,23 @@ async def test_a_cancelled_dask_job_stops_its_pieces_and_leaves_nothing(
             await anyio.sleep(0.1)
         assert not any(observer.processing().values()), "pieces of the cancelled job still run"
     assert not any(p.name.startswith("cancelled.tif") for p in workspace_with_dem.rglob("*")), "output left"
+
+
+async def test_a_call_on_the_cluster_reports_its_progress_to_the_client(
+    workspace_with_dem: Path, dask_address: str
+) -> None:
+    """Guards against a call whose work runs in an engine worker going silent: its pieces are reported
+    to the calling client, increasing, up to the whole."""
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    on_dask = settings(workspace_with_dem, mode="classic", engine="dask", dask_scheduler=dask_address)
+    async with Client(build_server(on_dask)) as client:
+        result = await client.call_tool(
+            "terrain_slope", {"dem": "big.tif", "dst": "p.tif"}, progress_callback=progress
+        )
+    assert not result.is_error, result
+    assert seen and seen == sorted(set(seen)), seen
+    assert seen[-1] == 1.0
