@@ -7,10 +7,10 @@ only read). What runs on a Dask worker is our piece function on a picklable piec
 :class:`~llmc_mcp.compute.sources.SourceRaster` to read it from, and the operation's parameters.
 Agent code never does: the sandbox has no client and no network.
 
-Pieces are submitted a few at a time (:attr:`DaskEngine.in_flight`, twice the cluster's threads by
-default), and the next one only when the oldest result has been taken, so the memory held here is
-bounded by that many pieces, whatever the raster's size; on each worker it is bounded by the pieces
-it runs. The answer equals the local engine's cell for cell: the same function runs on the same
+Pieces are submitted a few at a time (:attr:`DaskEngine.in_flight`: twice the cluster's threads, or
+two runs of neighbouring pieces per worker, by default), and the next one only when the oldest result
+has been taken, so the memory held here is bounded by that many pieces, whatever the raster's size;
+on each worker it is bounded by the pieces it runs. The answer equals the local engine's cell for cell: the same function runs on the same
 pieces, and results are folded in the pieces' order.
 
 A piece that fails raises its own error here (a refusal names its file as it would locally). A
@@ -42,6 +42,8 @@ Piece = TypeVar("Piece")
 Result = TypeVar("Result")
 
 CONNECT_SECONDS = 10.0
+MAX_RUN = 8
+"""Neighbouring pieces sent to one worker in a row, at most (see :meth:`DaskEngine.map`)."""
 """How long a scheduler may take to answer before the engine gives up on it."""
 
 
@@ -141,12 +143,25 @@ class DaskEngine:
         if not listed:
             return
         client = self.client()
-        limit = self.in_flight or max(2, 2 * sum(client.nthreads().values()))
+        threads = client.nthreads()
+        workers = sorted(threads)
+        run = min(MAX_RUN, max(1, len(listed) // (4 * max(1, len(workers)))))
+        limit = self.in_flight or max(2, 2 * sum(threads.values()), 2 * run * len(workers))
         queued: deque[tuple[Piece, Any]] = deque()
-        upcoming = iter(listed)
+        upcoming = iter(enumerate(listed))
+
+        def submit(index: int, piece: Piece) -> Any:
+            # Runs of neighbouring pieces go to one worker, whose GDAL block cache then holds the
+            # tiles they share (a window's halo row lies in the previous window's tiles); another
+            # worker takes a piece whose own is gone.
+            home = [workers[(index // run) % len(workers)]] if workers else None
+            return client.submit(
+                run_piece, compute, piece, pure=False, retries=0, workers=home, allow_other_workers=True
+            )
+
         try:
-            for piece in upcoming:
-                queued.append((piece, client.submit(run_piece, compute, piece, pure=False, retries=0)))
+            for index, piece in upcoming:
+                queued.append((piece, submit(index, piece)))
                 if len(queued) >= limit:
                     break
             done = 0
@@ -156,9 +171,7 @@ class DaskEngine:
                 future.release()
                 following = next(upcoming, None)
                 if following is not None:
-                    queued.append(
-                        (following, client.submit(run_piece, compute, following, pure=False, retries=0))
-                    )
+                    queued.append((following[1], submit(*following)))
                 done += 1
                 yield piece, result
                 if progress:
