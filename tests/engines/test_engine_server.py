@@ -8,12 +8,15 @@ local engine's, and the output's provenance record names the engine.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
 
+from llmc_mcp.compute.dask_engine import DaskEngine
 from llmc_mcp.config import Settings
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX
 from llmc_mcp.provenance.record import RECORD_SUFFIX
@@ -108,3 +111,31 @@ async def test_a_call_on_the_cluster_reports_its_progress_to_the_client(
     assert not result.is_error, result
     assert seen and seen == sorted(set(seen)), seen
     assert seen[-1] == 1.0
+
+
+async def test_a_call_stopped_by_its_wall_clock_stops_its_pieces_and_leaves_nothing(
+    workspace_with_dem: Path, dask_address: str, dask_engine: DaskEngine
+) -> None:
+    """Guards against engine work that outlives the call that asked for it: past --exec-timeout the
+    call fails as any call does, its engine worker is stopped, its pieces leave the cluster, and no
+    output is left. The Dask workers are paused (SIGSTOP) once the engine worker is connected, so the
+    call certainly runs out of time with its pieces queued on them."""
+    observer = dask_engine.client()
+    pids = list(observer.run(os.getpid).values())
+    on_dask = settings(workspace_with_dem, engine="dask", dask_scheduler=dask_address, exec_timeout=5)
+    async with Client(build_server(on_dask)) as client:
+        warm = await run(client, 'terrain.slope("RGB.byte.tif", "warm.tif")["valid_cells"]')
+        assert warm["ok"], warm
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            answer = await run(client, 'terrain.slope("big.tif", "late.tif")')
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    assert not answer["ok"] and answer["error"]["type"] == "Timeout", answer
+    deadline = anyio.current_time() + 30
+    while any(observer.processing().values()) and anyio.current_time() < deadline:
+        await anyio.sleep(0.1)
+    assert not any(observer.processing().values()), "pieces of the stopped call still run"
+    assert not any(p.name.startswith("late.tif") for p in workspace_with_dem.rglob("*")), "output left"
