@@ -28,14 +28,17 @@ The two alternate, twice each (llmc, baseline, llmc, baseline), and each side's 
 the machine is shared, and a neighbour's burst during one run should not decide the ratio. On a
 loaded machine the wall-clock ratio still swings (0.9x to 2.4x were seen for one code); the CPU
 time of the same runs (user + system, every thread) moves far less, so the summary gives both.
-Peak RSS is the larger of the two runs. Both outputs are compared on a grid of windows. The whole script
-takes about 90 s on 2 cores.
+Peak RSS is the larger of the two runs. Both outputs are compared on a grid of windows. The load
+average (1, 5 and 15 minutes) is printed before and after the calc runs: a figure taken while
+neighbours kept the cores busy says so. The whole script takes about 90 s on 2 cores.
 
-Run: .venv/bin/python bench/analysis.py
+Run: .venv/bin/python bench/analysis.py [--calc-only] [--rounds N]
+(``--calc-only`` skips part 1; ``--rounds N`` alternates the two calc sides N times, default 2.)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -149,7 +152,7 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit_mib << 20, limit_mib << 20))
     start = time.perf_counter()
     result: dict[str, Any] = {}
-    readback = [0.0]
+    readback = [0.0, 0.0]  # wall, CPU
     try:
         if kind == "llmc":
             import llmc_mcp.compute.output as output
@@ -160,9 +163,10 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
 
             def timed_check(*args: Any) -> None:
                 """The read-back check, run as it is, with its time noted."""
-                began = time.perf_counter()
+                began, cpu_began = time.perf_counter(), _cpu_seconds()
                 check(*args)
                 readback[0] += time.perf_counter() - began
+                readback[1] += _cpu_seconds() - cpu_began
 
             output._read_every_block = timed_check
 
@@ -175,7 +179,12 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
             args = op.validate({"expression": EXPRESSION, "inputs": inputs, "dst": "ndvi_llmc.tif"})
             work, cpu = time.perf_counter(), _cpu_seconds()
             out = op.run(ctx, args)
-            result = {"valid": out.valid_count, "nodata": out.nodata_count, "readback_seconds": readback[0]}
+            result = {
+                "valid": out.valid_count,
+                "nodata": out.nodata_count,
+                "readback_seconds": readback[0],
+                "readback_cpu_seconds": readback[1],
+            }
         else:
             work, cpu = time.perf_counter(), _cpu_seconds()
             result = baseline_calc(Path(ws))
@@ -206,6 +215,10 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     best["maxrss_kib"] = max(run["maxrss_kib"] for run in runs)
     best["cpu_seconds"] = min(run["cpu_seconds"] for run in runs)
     best["all_seconds"] = [run["work_seconds"] for run in runs]
+    best["all_cpu_seconds"] = [run["cpu_seconds"] for run in runs]
+    # What the write costs besides its read-back check (0 for the baseline, which has none).
+    best["seconds_less_readback"] = min(run["work_seconds"] - run.get("readback_seconds", 0) for run in runs)
+    best["cpu_less_readback"] = min(run["cpu_seconds"] - run.get("readback_cpu_seconds", 0) for run in runs)
     return best
 
 
@@ -285,99 +298,132 @@ def compare_outputs(ws: Path) -> tuple[int, float]:
 
 
 def main() -> None:
-    from _common import banner, finish, print_table, quiet_logs, ratio
+    from _common import banner, finish, quiet_logs, ratio
 
+    parser = argparse.ArgumentParser(description="raster.sample per-point cost; raster.calc NDVI")
+    parser.add_argument("--calc-only", action="store_true", help="skip part 1 (raster.sample)")
+    parser.add_argument("--rounds", type=int, default=CALC_ROUNDS, help="calc runs of each side")
+    options = parser.parse_args()
     start = banner("analysis.py", "raster.sample per-point cost; raster.calc NDVI under RLIMIT_AS")
     quiet_logs()
     with tempfile.TemporaryDirectory(prefix="llmc-bench-analysis-") as folder:
         ws = Path(folder)
-        began = time.perf_counter()
-        write_field(ws / "field.tif", SAMPLE_SIZE)
-        print(
-            f"\nfield.tif: {SAMPLE_SIZE} x {SAMPLE_SIZE} float32, "
-            f"written in {time.perf_counter() - began:.1f} s"
-        )
-        sampled = sample_runs(ws)
-        print_table(
-            ["sample 100,000 points, 1 band", "best of 3 s", "per point µs", "vs baseline", "values agree"],
-            [
-                [
-                    "llmc raster.sample",
-                    f"{sampled['llmc']:.3f}",
-                    f"{sampled['llmc'] / POINTS * 1e6:.1f}",
-                    ratio(sampled["llmc"], sampled["baseline"]),
-                    "yes" if sampled["agree"] else "NO",
-                ],
-                [
-                    "rasterio DatasetReader.sample",
-                    f"{sampled['baseline']:.3f}",
-                    f"{sampled['baseline'] / POINTS * 1e6:.1f}",
-                    "1.00x",
-                    "",
-                ],
-            ],
-        )
-        began = time.perf_counter()
-        write_bands(ws / "bands.tif", CALC_SIZE)
-        pixels_mib = 2 * 2 * CALC_SIZE * CALC_SIZE / (1 << 20)
-        on_disk = (ws / "bands.tif").stat().st_size / (1 << 20)
-        print(
-            f"\nbands.tif: 2 x {CALC_SIZE} x {CALC_SIZE} uint16 ({pixels_mib:,.0f} MiB of pixels, "
-            f"{on_disk:,.0f} MiB on disk), written in {time.perf_counter() - began:.1f} s; "
-            f"RLIMIT_AS {CALC_LIMIT_MIB} MiB"
-        )
-        runs: dict[str, list[dict[str, Any]]] = {"llmc": [], "baseline": []}
-        for _ in range(CALC_ROUNDS):
-            for kind, done in runs.items():
-                done.append(run_child(kind, ws, CALC_LIMIT_MIB))
-        llmc, base = best_of(runs["llmc"]), best_of(runs["baseline"])
-        rows = []
-        for label, res in (
-            ("llmc raster.calc (with read-back)", llmc),
-            ("numexpr over rasterio windows", base),
-        ):
-            outcome = res.get("error") or f"ok, {res.get('valid', 0):,} cells"
-            rss = res["maxrss_kib"] * 1024
-            readback = res.get("readback_seconds")
-            rows.append(
-                [
-                    label,
-                    outcome,
-                    " / ".join(f"{s:.1f}" for s in res.get("all_seconds", [])),
-                    f"{res.get('work_seconds', float('nan')):.1f}",
-                    f"{res.get('cpu_seconds', float('nan')):.1f}",
-                    "-" if readback is None else f"{readback:.1f}",
-                    f"{rss / (1 << 20):.0f}",
-                    f"{rss / (pixels_mib * (1 << 20)):.3f}",
-                ]
-            )
-        print_table(
-            [
-                "NDVI of 2 bands, 268 M cells", "outcome", "runs s", "best s", "CPU s", "read-back s",
-                "peak RSS MiB", "RSS / input pixels",
-            ],
-            rows,
-        )  # fmt: skip
-        agreement = ""
-        time_ratio = memory_ratio = cpu_ratio = "n/a (a run failed)"
-        readback = f"{llmc['readback_seconds']:.1f} s" if "readback_seconds" in llmc else "n/a"
-        if "error" not in llmc and "error" not in base:
-            cells, worst, mismatched = compare_outputs(ws)
-            verdict = "agree" if mismatched == 0 and worst <= 1e-6 else "DIFFER"
-            agreement = (
-                f"; outputs {verdict} on {cells:,} cells compared (max |diff| {worst:.2g}, "
-                f"{mismatched} cells nodata in one only)"
-            )
-            time_ratio = ratio(llmc["work_seconds"], base["work_seconds"])
-            cpu_ratio = ratio(llmc["cpu_seconds"], base["cpu_seconds"])
-            memory_ratio = ratio(llmc["maxrss_kib"], base["maxrss_kib"])
-    finish(
-        start,
-        f"sample {sampled['llmc'] / POINTS * 1e6:.1f} µs/point "
+        sampled = None if options.calc_only else sample_part(ws)
+        calc = calc_part(ws, max(1, options.rounds))
+    sample_line = (
+        ""
+        if sampled is None
+        else f"sample {sampled['llmc'] / POINTS * 1e6:.1f} µs/point "
         f"({ratio(sampled['llmc'], sampled['baseline'])} rasterio's sample); "
-        f"calc NDVI {time_ratio} the time (best of {CALC_ROUNDS}; {readback} of it the read-back check), "
+    )
+    finish(start, sample_line + calc)
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def sample_part(ws: Path) -> dict[str, Any]:
+    from _common import print_table, ratio
+
+    began = time.perf_counter()
+    write_field(ws / "field.tif", SAMPLE_SIZE)
+    took = time.perf_counter() - began
+    print(f"\nfield.tif: {SAMPLE_SIZE} x {SAMPLE_SIZE} float32, written in {took:.1f} s")
+    sampled = sample_runs(ws)
+    print_table(
+        ["sample 100,000 points, 1 band", "best of 3 s", "per point µs", "vs baseline", "values agree"],
+        [
+            [
+                "llmc raster.sample",
+                f"{sampled['llmc']:.3f}",
+                f"{sampled['llmc'] / POINTS * 1e6:.1f}",
+                ratio(sampled["llmc"], sampled["baseline"]),
+                "yes" if sampled["agree"] else "NO",
+            ],
+            [
+                "rasterio DatasetReader.sample",
+                f"{sampled['baseline']:.3f}",
+                f"{sampled['baseline'] / POINTS * 1e6:.1f}",
+                "1.00x",
+                "",
+            ],
+        ],
+    )
+    return sampled
+
+
+def calc_part(ws: Path, rounds: int) -> str:
+    """Part 2; the summary's calc clause."""
+    from _common import print_table, ratio
+
+    began = time.perf_counter()
+    write_bands(ws / "bands.tif", CALC_SIZE)
+    pixels_mib = 2 * 2 * CALC_SIZE * CALC_SIZE / (1 << 20)
+    on_disk = (ws / "bands.tif").stat().st_size / (1 << 20)
+    print(
+        f"\nbands.tif: 2 x {CALC_SIZE} x {CALC_SIZE} uint16 ({pixels_mib:,.0f} MiB of pixels, "
+        f"{on_disk:,.0f} MiB on disk), written in {time.perf_counter() - began:.1f} s; "
+        f"RLIMIT_AS {CALC_LIMIT_MIB} MiB; {load_average()} before the runs"
+    )
+    runs: dict[str, list[dict[str, Any]]] = {"llmc": [], "baseline": []}
+    for _ in range(rounds):
+        for kind, done in runs.items():
+            done.append(run_child(kind, ws, CALC_LIMIT_MIB))
+    print(f"{load_average()} after the runs")
+    llmc, base = best_of(runs["llmc"]), best_of(runs["baseline"])
+    rows = []
+    for label, res in (
+        ("llmc raster.calc (with read-back)", llmc),
+        ("numexpr over rasterio windows", base),
+    ):
+        outcome = res.get("error") or f"ok, {res.get('valid', 0):,} cells"
+        rss = res["maxrss_kib"] * 1024
+        readback = res.get("readback_seconds")
+        readback_cpu = res.get("readback_cpu_seconds")
+        rows.append(
+            [
+                label,
+                outcome,
+                " / ".join(f"{s:.1f}" for s in res.get("all_seconds", [])),
+                f"{res.get('work_seconds', float('nan')):.1f}",
+                " / ".join(f"{s:.1f}" for s in res.get("all_cpu_seconds", [])),
+                f"{res.get('cpu_seconds', float('nan')):.1f}",
+                "-" if readback is None else f"{readback:.1f}",
+                "-" if readback_cpu is None else f"{readback_cpu:.1f}",
+                f"{rss / (1 << 20):.0f}",
+                f"{rss / (pixels_mib * (1 << 20)):.3f}",
+            ]
+        )
+    print_table(
+        [
+            "NDVI of 2 bands, 268 M cells", "outcome", "runs s", "best s", "runs CPU s", "CPU s",
+            "read-back s", "read-back CPU s", "peak RSS MiB", "RSS / input pixels",
+        ],
+        rows,
+    )  # fmt: skip
+    agreement = ""
+    time_ratio = memory_ratio = cpu_ratio = less_readback = "n/a (a run failed)"
+    readback = f"{llmc['readback_seconds']:.1f} s" if "readback_seconds" in llmc else "n/a"
+    if "error" not in llmc and "error" not in base:
+        cells, worst, mismatched = compare_outputs(ws)
+        verdict = "agree" if mismatched == 0 and worst <= 1e-6 else "DIFFER"
+        agreement = (
+            f"; outputs {verdict} on {cells:,} cells compared (max |diff| {worst:.2g}, "
+            f"{mismatched} cells nodata in one only)"
+        )
+        time_ratio = ratio(llmc["work_seconds"], base["work_seconds"])
+        cpu_ratio = ratio(llmc["cpu_seconds"], base["cpu_seconds"])
+        memory_ratio = ratio(llmc["maxrss_kib"], base["maxrss_kib"])
+        less_readback = (
+            f"{ratio(llmc['seconds_less_readback'], base['work_seconds'])} the time and "
+            f"{ratio(llmc['cpu_less_readback'], base['cpu_seconds'])} the CPU"
+        )
+    return (
+        f"calc NDVI {time_ratio} the time (best of {rounds}; {readback} of it the read-back check), "
         f"{cpu_ratio} the CPU time and {memory_ratio} the peak RSS of bare numexpr windows, under "
-        f"{CALC_LIMIT_MIB} MiB{agreement}",
+        f"{CALC_LIMIT_MIB} MiB; without the read-back check {less_readback}{agreement}"
     )
 
 

@@ -10,8 +10,8 @@ Agent code never does: the sandbox has no client and no network.
 Pieces are submitted a few at a time (:attr:`DaskEngine.in_flight`: twice the cluster's threads, or
 two runs of neighbouring pieces per worker, by default), and the next one only when the oldest result
 has been taken, so the memory held here is bounded by that many pieces, whatever the raster's size;
-on each worker it is bounded by the pieces it runs. The answer equals the local engine's cell for cell: the same function runs on the same
-pieces, and results are folded in the pieces' order.
+on each worker it is bounded by the pieces it runs. The answer equals the local engine's cell for
+cell: the same function runs on the same pieces, and results are folded in the pieces' order.
 
 A piece that fails raises its own error here (a refusal names its file as it would locally). A
 worker that dies mid-piece fails the operation with :class:`EngineFailed`: pieces are never

@@ -30,6 +30,7 @@ from rasterio.windows import Window
 from llmc_mcp.compute.output import creation_options, describe_output, geotiff_output_path, write_atomically
 from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.compute.scaling import scale_offset
+from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -154,11 +155,12 @@ def calc(
     dst_path, sources = _check_dst(ctx, dst, specs)
     policy = georeferencing or "refuse"
     with gdal_env(ctx), contextlib.ExitStack() as stack:
-        opened: dict[str, DatasetReader] = {}
+        opened: dict[str, SourceRaster] = {}
         for name, resolved in sources.items():
-            opened[name] = stack.enter_context(
+            ds = stack.enter_context(
                 open_for_read(ctx, name, "inputs.path", resolved=resolved, georeferencing=policy)
             )
+            opened[name] = SourceRaster.of(ctx, ds, "inputs.path", policy)
         bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
         _check_one_grid(ctx, bound)
         first = bound[0].dataset
@@ -262,7 +264,8 @@ def _check_dst(
     return dst_path, sources
 
 
-def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, physical: bool) -> Bound:
+def _bind(ctx: OperationContext, spec: Mapping[str, Any], source: SourceRaster, physical: bool) -> Bound:
+    ds = source.dataset()
     band = spec["band"]
     if band > ds.count:
         raise InvalidArgument(
@@ -288,7 +291,7 @@ def _bind(ctx: OperationContext, spec: Mapping[str, Any], ds: DatasetReader, phy
         offset=offset,
         applied=physical and declared,
     )
-    return Bound(ds, band, scale, offset, used)
+    return Bound(source, band, scale, offset, used)
 
 
 def _check_one_grid(ctx: OperationContext, bound: Sequence[Bound]) -> None:
@@ -338,14 +341,12 @@ class _CalcPlan:
     invalid: int = 0
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
-        evaluation = WindowProgram.prepare(
-            self.ctx, self.program, self.bound, self.physical, self.dtype, self.nodata
-        )
+        evaluation = WindowProgram.prepare(self.program, self.bound, self.physical, self.dtype, self.nodata)
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.expression[:200])
             out.update_tags(LLMC_EXPRESSION=self.expression[:1000], LLMC_PHYSICAL=str(self.physical))
             windows = _windows(out.width, out.height)
-            for window, (values, good) in self.ctx.engine.map(windows, evaluation.compute):
+            for window, (values, good) in self.ctx.engine.map(windows, evaluation):
                 self.valid += good
                 self.invalid += values.size - good
                 out.write(values, 1, window=window)

@@ -13,7 +13,6 @@ nodata, a nodata no class uses, and the band tagged ``LAYER_TYPE=thematic`` so l
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +25,11 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.output import check_src_dst, creation_options, describe_output, write_atomically
 from llmc_mcp.compute.pixels import grid_windows, read_valid
 from llmc_mcp.compute.scaling import scale_offset
+from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
@@ -143,12 +144,8 @@ def reclassify(
     classes = sorted({rule["to"] for rule in rules} | ({default} if default is not None else set()))
     out_dtype, out_nodata = choose_dtype(classes, dtype, nodata)
     src_path, dst_path = check_src_dst(ctx, src, dst)
-    with (
-        gdal_env(ctx),
-        open_for_read(
-            ctx, src, "src", resolved=src_path, georeferencing=georeferencing or "refuse"
-        ) as source,
-    ):
+    policy = georeferencing or "refuse"
+    with gdal_env(ctx), open_for_read(ctx, src, "src", resolved=src_path, georeferencing=policy) as source:
         if not 1 <= band <= source.count:
             raise InvalidArgument(
                 f"band {band} does not exist in '{src}', which has {source.count}.",
@@ -171,9 +168,12 @@ def reclassify(
             "blockysize": OUTPUT_BLOCK,
             **options,
         }
-        plan = _ReclassPlan(
-            ctx, table, band, (scale, offset) if applied else None, default, out_dtype, out_nodata, profile
-        )
+        raster = SourceRaster.of(ctx, source, "src", policy)
+        piece = _ReclassPiece(
+            raster.context, raster, table, band, (scale, offset) if applied else None, default, out_dtype,
+            out_nodata, table.targets.astype(out_dtype),
+        )  # fmt: skip
+        plan = _ReclassPlan(piece, ctx.engine, profile)
         write_atomically(ctx, plan, source, src_path, dst_path)
     per_class = dict.fromkeys(classes, 0)
     for rule, cells in zip(rules, plan.matched.tolist(), strict=True):
@@ -357,46 +357,36 @@ def _free_value(kind: np.dtype, used: set[int]) -> int | None:
     return None
 
 
-@dataclass
-class _ReclassPlan:
-    """The write: each window matched and counted."""
+@dataclass(frozen=True)
+class _Counts:
+    """What one window adds to the result's counts."""
 
-    ctx: OperationContext
+    per_slot: np.ndarray
+    """Cells matched by each slot of the rule table; slot 0, the sentinel, counts every cell no rule
+    took (unmatched or nodata) and is not reported."""
+    unmatched: int
+    invalid: int
+
+
+@dataclass(frozen=True)
+class _ReclassPiece:
+    """What one window computes, wherever the engine runs it: its classes and its counts, returned
+    rather than added up here, so every engine folds the same windows' counts in the same order."""
+
+    ctx: PieceContext
+    source: SourceRaster
     table: _RuleTable
     band: int
     scale_offset: tuple[float, float] | None
     default: int | None
     dtype: np.dtype
     nodata: int
-    profile: dict[str, Any]
-    targets: np.ndarray = field(init=False)
-    per_slot: np.ndarray = field(init=False)
-    unmatched: int = 0
-    invalid: int = 0
+    targets: np.ndarray
+    """The rule table's classes, cast once to the output type (every class fits it: choose_dtype)."""
 
-    def __post_init__(self) -> None:
-        # Every class fits the output type (choose_dtype), so the classes are cast once, not per cell.
-        self.targets = self.table.targets.astype(self.dtype)
-        self.per_slot = np.zeros(len(self.table.lows), dtype=np.int64)
-
-    @property
-    def matched(self) -> np.ndarray:
-        """Cells matched by each rule, in the caller's order."""
-        counts = np.zeros(len(self.table.order), dtype=np.int64)
-        counts[self.table.order] = self.per_slot[1:]
-        return counts
-
-    def write(self, source: DatasetReader, tmp: Path) -> None:
-        with rasterio.open(tmp, "w", **self.profile) as out:
-            out.set_band_description(1, f"classes of band {self.band}")
-            out.update_tags(1, LAYER_TYPE="thematic")
-            windows = _windows(out.width, out.height)
-            classify = functools.partial(self._classify, source)
-            for window, classes in self.ctx.engine.map(windows, classify, progress=False):
-                out.write(classes, 1, window=window)
-
-    def _classify(self, source: DatasetReader, window: Window) -> np.ndarray:
-        raw, valid = read_valid(self.ctx, source, self.band, window)
+    def __call__(self, window: Window) -> tuple[np.ndarray, _Counts]:
+        """One window's classes (the default or nodata where no rule matched) and its counts."""
+        raw, valid = read_valid(self.ctx, self.source.dataset(), self.band, window)
         values = raw.astype(np.float64, copy=False)
         if self.scale_offset is not None:
             values = values * self.scale_offset[0] + self.scale_offset[1]
@@ -408,11 +398,42 @@ class _ReclassPlan:
         else:
             fill = np.where(valid, np.asarray(self.default, self.dtype), np.asarray(self.nodata, self.dtype))
         out = np.where(hit, self.targets[slot], fill).astype(self.dtype, copy=False)
-        self.per_slot += np.bincount(np.where(hit, slot, 0).ravel(), minlength=len(self.per_slot))
+        per_slot = np.bincount(np.where(hit, slot, 0).ravel(), minlength=len(self.table.lows))
         hits, valids = int(np.count_nonzero(hit)), int(np.count_nonzero(valid))
-        self.unmatched += valids - hits
-        self.invalid += valid.size - valids
-        return out
+        return out, _Counts(per_slot, valids - hits, valid.size - valids)
+
+
+@dataclass
+class _ReclassPlan:
+    """The write: each window matched, its counts folded in the windows' order."""
+
+    piece: _ReclassPiece
+    engine: Engine
+    profile: dict[str, Any]
+    per_slot: np.ndarray = field(init=False)
+    unmatched: int = 0
+    invalid: int = 0
+
+    def __post_init__(self) -> None:
+        self.per_slot = np.zeros(len(self.piece.table.lows), dtype=np.int64)
+
+    @property
+    def matched(self) -> np.ndarray:
+        """Cells matched by each rule, in the caller's order."""
+        counts = np.zeros(len(self.piece.table.order), dtype=np.int64)
+        counts[self.piece.table.order] = self.per_slot[1:]
+        return counts
+
+    def write(self, source: DatasetReader, tmp: Path) -> None:
+        with rasterio.open(tmp, "w", **self.profile) as out:
+            out.set_band_description(1, f"classes of band {self.piece.band}")
+            out.update_tags(1, LAYER_TYPE="thematic")
+            windows = _windows(out.width, out.height)
+            for window, (classes, counts) in self.engine.map(windows, self.piece, progress=False):
+                self.per_slot += counts.per_slot
+                self.unmatched += counts.unmatched
+                self.invalid += counts.invalid
+                out.write(classes, 1, window=window)
 
 
 def _windows(width: int, height: int) -> Iterator[Window]:
