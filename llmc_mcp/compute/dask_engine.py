@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numexpr
 import rasterio
 
 from llmc_mcp.compute.progress import report
@@ -54,7 +55,10 @@ class EngineFailed(LlmcError):
 
 
 def run_piece(compute: Callable[[Any], Any], piece: Any) -> Any:
-    """What a Dask worker runs for one piece: ``compute(piece)`` in the hardened GDAL environment."""
+    """What a Dask worker runs for one piece: ``compute(piece)`` in the hardened GDAL environment, on
+    one thread (GDAL's and numexpr's): the cluster runs pieces side by side, one per worker thread,
+    and threads within a piece would only compete for the same cores."""
+    numexpr.set_num_threads(1)
     with rasterio.Env(**HARDENED_CONFIG, GDAL_NUM_THREADS="1"):
         return compute(piece)
 
