@@ -23,11 +23,10 @@ def dem(workspace_dir: Path) -> str:
     return "dem.tif"
 
 
-def test_conditioning_direction_and_accumulation_on_dask_equal_local(
+def test_flow_directions_on_dask_equal_local(
     ctx: OperationContext, dask_ctx: OperationContext, dem: str
 ) -> None:
     """Guards against a routing step that cannot run on the Dask engine (its write loop shipping the
-    routed grid to the cluster), or whose grids differ from the local engine's."""
-    run_on_both(ctx, dask_ctx, "hydrology.condition", dem=dem, dst="filled.tif")
-    run_on_both(ctx, dask_ctx, "hydrology.flow_direction", dem="local-filled.tif", dst="d8.tif")
-    run_on_both(ctx, dask_ctx, "hydrology.flow_accumulation", flow_dir="local-d8.tif", dst="acc.tif")
+    routed grid to the cluster), or whose grid differs from the local engine's. Conditioning and
+    accumulation write through the same grid writer."""
+    run_on_both(ctx, dask_ctx, "hydrology.flow_direction", dem=dem, dst="d8.tif")
