@@ -25,7 +25,7 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.errors import RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
-from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.environment import GdalContext, gdal_env
 from llmc_mcp.workspace import Workspace
 
 MAX_OPEN_PER_THREAD = 16
@@ -61,7 +61,7 @@ class SourceRaster:
     @classmethod
     def of(
         cls,
-        ctx: Any,
+        ctx: GdalContext,
         dataset: DatasetReader,
         argument: str = "path",
         georeferencing: GeoreferencingPolicy = "unchecked",
