@@ -23,6 +23,8 @@ import secrets
 import select
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ CONNECT_SECONDS = 10.0
 WORKERS_SECONDS = 30.0
 """How long the server waits for an operator's scheduler to have a worker."""
 SHOWN_WORKERS = 3
+ANSWER_SECONDS = 60.0
+"""How long the workers have to take the hardening and to answer the probe: a stopped worker
+answers nothing, and Dask's calls wait for every worker without a deadline of their own."""
 
 
 class ClusterUnavailable(Exception):
@@ -136,7 +141,14 @@ def check_cluster(address: str, root: Path, settings: Settings, security: Any = 
                 f"with `dask worker {address}` where the workspace is mounted at {root}."
             ) from None
         try:
-            client.register_plugin(HardenedGdal(settings.memory_mb))
+            _within(
+                address,
+                "take llmc-mcp's GDAL hardening",
+                client.register_plugin,
+                HardenedGdal(settings.memory_mb),
+            )
+        except ClusterUnavailable:
+            raise
         except Exception as exc:
             raise ClusterUnavailable(
                 f"the Dask workers at {address} could not take llmc-mcp's GDAL hardening "
@@ -151,7 +163,9 @@ def _probe(client: Any, address: str, root: Path) -> int:
     probe.parent.mkdir(parents=True, exist_ok=True)
     probe.write_text(token, encoding="utf-8")
     try:
-        reports: dict[str, Any] = client.run(probe_worker, str(probe), token, on_error="return")
+        reports: dict[str, Any] = _within(
+            address, "answer the probe", client.run, probe_worker, str(probe), token, on_error="return"
+        )
     finally:
         probe.unlink(missing_ok=True)
     failed = {worker: report for worker, report in reports.items() if not isinstance(report, dict)}
@@ -186,3 +200,30 @@ def _probe(client: Any, address: str, root: Path) -> int:
             "Install the same llmc-mcp on every worker."
         )
     return len(reports)
+
+
+def _within(address: str, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, or :class:`ClusterUnavailable` after :data:`ANSWER_SECONDS`.
+
+    The call runs in a daemon thread: a worker that never answers leaves it waiting, not the
+    server, which exits.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call(*args, **kwargs)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="llmc-cluster-check", daemon=True)
+    thread.start()
+    thread.join(ANSWER_SECONDS)
+    if thread.is_alive():
+        raise ClusterUnavailable(
+            f"the Dask workers at {address} did not {what} within {ANSWER_SECONDS:g} s (a worker is stopped "
+            "or overloaded). Restart the stuck workers, or the cluster."
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -196,3 +196,26 @@ def test_the_embedded_cluster_refuses_a_neighbour_without_its_certificate(worksp
     finally:
         cluster.close()
     assert not cluster.credentials.exists(), "the credentials outlived the cluster"
+
+
+def test_a_stopped_worker_stops_the_start_check_within_its_bound(
+    workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a server that never starts (and never says why) because one Dask worker is
+    stopped: Dask waits for every worker's answer without a deadline; the start check has one."""
+    from distributed import Client, LocalCluster
+
+    from llmc_mcp.server import cluster as checks
+
+    monkeypatch.setattr(checks, "ANSWER_SECONDS", 3.0)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as stuck, Client(stuck, set_as_default=False) as observer:  # fmt: skip
+        [pid] = observer.run(os.getpid).values()
+        os.kill(pid, signal.SIGSTOP)
+        settings = Settings(workspace=workspace_dir)
+        try:
+            with pytest.raises(checks.ClusterUnavailable, match=r"did not .* within 3 s"):
+                checks.check_cluster(stuck.scheduler_address, workspace_dir, settings)
+        finally:
+            os.kill(pid, signal.SIGCONT)
