@@ -15,11 +15,12 @@ import anyio
 import numpy as np
 import rasterio
 import uvicorn
-from mcp import StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from rasterio.warp import Resampling, reproject
 
+from llmc_mcp.config import Settings
 from llmc_mcp.server.results import result_data
 
 JUSTIFICATION_TEMPLATE = {
@@ -126,3 +127,15 @@ async def serve_http(server: MCPServer) -> AsyncIterator[Web]:
             yield web
         finally:
             web.should_exit = True
+
+
+def code_settings(workspace: Path, **overrides: object) -> Settings:
+    """Code-mode settings for ``workspace`` whose missing justifications come back as hints."""
+    values: dict[str, object] = {"mode": "code", "workspace": workspace, "reflection": "hints"}
+    values.update(overrides)
+    return Settings(**values)
+
+
+async def execute(client: Client, code: str) -> dict[str, Any]:
+    """One ``execute_code`` call's structured answer."""
+    return structured(await client.call_tool("execute_code", {"code": code}))

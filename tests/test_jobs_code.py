@@ -13,21 +13,14 @@ import anyio
 import pytest
 from mcp import Client
 
-from llmc_mcp.config import Settings
 from llmc_mcp.server.app import build_server
-from tests.mcp_helpers import PERSIST_HINTS, structured
+from tests.mcp_helpers import PERSIST_HINTS
+from tests.mcp_helpers import code_settings as settings
+from tests.mcp_helpers import execute as run
 
 pytestmark = pytest.mark.anyio
 
 
-def settings(workspace: Path, **overrides: object) -> Settings:
-    values: dict[str, object] = {"mode": "code", "workspace": workspace, "reflection": "hints"}
-    values.update(overrides)
-    return Settings(**values)
-
-
-async def run(client: Client, code: str) -> dict:
-    return structured(await client.call_tool("execute_code", {"code": code}))
 
 
 def workspace_files(root: Path) -> set[str]:

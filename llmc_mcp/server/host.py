@@ -326,10 +326,7 @@ class HostRequests:
 
     async def _start_job(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``jobs.start``: the worker has checked and gated the operation (in the agent's call)."""
-        op = get_operation(str(params.get("operation")))
-        args = params.get("args")
-        if not isinstance(args, dict):
-            raise InvalidArgument("jobs.start: the operation's arguments must be a mapping.")
+        op, args = _operation_call("jobs.start", params)
         record = await self._runner().start_operation(_session(), op.qualname, args)
         return record.public()
 
@@ -338,10 +335,7 @@ class HostRequests:
         in the session's worker, whose work runs in the session's engine worker: a worker of the job
         pool that runs operations only and holds the cluster's client. The call's own wall clock
         bounds it: a call stopped there cancels this request, which stops that worker."""
-        op = get_operation(str(params.get("operation")))
-        args = params.get("args")
-        if not isinstance(args, dict):
-            raise InvalidArgument("engine.operate: the operation's arguments must be a mapping.")
+        op, args = _operation_call("engine.operate", params)
         answer = await self._runner().pool.operate(job_session(_session(), "engine"), op.qualname, args)
         if answer.get("ok"):
             return answer.get("result")
@@ -388,6 +382,15 @@ class HostRequests:
     def _report(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         entries = decisions(every_record(self._gate.store), self._workspace, self._outputs)
         return [entry.model_dump() for entry in entries]
+
+
+def _operation_call(method: str, params: Mapping[str, Any]) -> tuple[Operation, dict[str, Any]]:
+    """The catalog operation a worker's request names, and its arguments (a mapping, or refused)."""
+    op = get_operation(str(params.get("operation")))
+    args = params.get("args")
+    if not isinstance(args, dict):
+        raise InvalidArgument(f"{method}: the operation's arguments must be a mapping.")
+    return op, args
 
 
 def _session() -> str:

@@ -17,24 +17,16 @@ import pytest
 from mcp import Client
 
 from llmc_mcp.compute.dask_engine import DaskEngine
-from llmc_mcp.config import Settings
 from llmc_mcp.provenance.conformance import PRODUCER_PREFIX
 from llmc_mcp.provenance.record import RECORD_SUFFIX
 from llmc_mcp.server.app import build_server
 from tests.engines.same import assert_same_raster
-from tests.mcp_helpers import structured
+from tests.mcp_helpers import code_settings as settings
+from tests.mcp_helpers import execute as run
 
 pytestmark = pytest.mark.anyio
 
 
-def settings(workspace: Path, **overrides: object) -> Settings:
-    values: dict[str, object] = {"mode": "code", "workspace": workspace, "reflection": "hints"}
-    values.update(overrides)
-    return Settings(**values)
-
-
-async def run(client: Client, code: str) -> dict:
-    return structured(await client.call_tool("execute_code", {"code": code}))
 
 
 def compute_engine(workspace: Path, output: str) -> str:
