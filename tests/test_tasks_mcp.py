@@ -401,8 +401,10 @@ def test_a_handshake_era_task_for_a_tool_without_task_support_is_refused(raw_cla
 
 async def test_short_calls_answered_inline_keep_no_task(workspace_dir: Path) -> None:
     """Guards against every inline answer of a task-capable client leaving a kept job behind: after
-    200 of them (the most kept per principal) its every call would be refused."""
-    server = build_server(classic(workspace_dir, exec_timeout=30, task_after=2.0))
+    200 of them (the most kept per principal) its every call would be refused. --task-after is an hour,
+    so every call is answered inline however slow the machine (at 2 s, a loaded machine's first call,
+    a worker start included, became a task)."""
+    server = build_server(classic(workspace_dir, exec_timeout=30, task_after=3600.0))
     jobs = server.pool._handler.jobs  # type: ignore[attr-defined]
     tasks = TasksClient()
     async with Client(server, extensions=[tasks]) as client:
