@@ -33,9 +33,12 @@ class InputSeen:
     time, and most calls that read a file write nothing."""
 
     path: str
-    absolute: Path
+    absolute: Path | None
+    """None for a remote input (``path`` is then its redacted URL)."""
     crs_wkt: str | None
     layer: str | None = None
+    remote: Any = None
+    """A remote input's :class:`~llmc_mcp.remote.reader.RemoteSource`: its version and the ranges read."""
 
 
 @dataclass
@@ -93,6 +96,14 @@ def note_input(relative: str, absolute: Path, crs_wkt: str | None, layer: str | 
     invocation = _current.get()
     if invocation is not None and relative not in invocation.inputs:
         invocation.inputs[relative] = InputSeen(relative, absolute, crs_wkt, layer)
+
+
+def note_remote_input(shown: str, source: Any, crs_wkt: str | None) -> None:
+    """Record that the running operation read the remote file ``shown`` (a redacted URL) through
+    ``source``, whose version and ranges the record lists; a no-op outside an operation."""
+    invocation = _current.get()
+    if invocation is not None and shown not in invocation.inputs:
+        invocation.inputs[shown] = InputSeen(shown, None, crs_wkt, remote=source)
 
 
 def note_transformation(applied: Mapping[str, Any]) -> None:

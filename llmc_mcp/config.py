@@ -9,6 +9,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from llmc_mcp.errors import PathRefused
+from llmc_mcp.remote.allowlist import Allowlist
+from llmc_mcp.remote.transport import RemoteLimits
+
 Mode = Literal["code", "classic"]
 
 
@@ -125,6 +129,42 @@ class Settings(BaseModel):
         "the workspace at the same path. Implies --engine dask.",
     )
 
+    allow_remote: tuple[str, ...] = Field(
+        (),
+        description="URL prefixes remote rasters and STAC catalogs may be read from (https://host/path/, "
+        "http://host:port/path/ for local mirrors, s3://bucket/prefix/); none by default: no URL is read.",
+    )
+    remote_limits: str = Field(
+        "",
+        description="Bounds on remote reading: timeout=S,retries=N,call_mb=MIB,call_requests=N,parallel=N,"
+        "document_kb=KIB (any subset; see RemoteLimits for the defaults).",
+    )
+
+    @field_validator("allow_remote", mode="before")
+    @classmethod
+    def _prefix_list(cls, value: object) -> object:
+        # The variable holds prefixes separated by spaces (commas may occur in URLs).
+        return tuple(value.split()) if isinstance(value, str) else value
+
+    @field_validator("allow_remote")
+    @classmethod
+    def _valid_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            Allowlist(value)
+        except PathRefused as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("remote_limits")
+    @classmethod
+    def _valid_limits(cls, value: str) -> str:
+        RemoteLimits.parse(value)
+        return value
+
+    @property
+    def remote(self) -> RemoteLimits:
+        return RemoteLimits.parse(self.remote_limits)
+
     @field_validator("tools", mode="before")
     @classmethod
     def _namespaces(cls, value: object) -> object:
@@ -186,6 +226,8 @@ class Settings(BaseModel):
             "review_timeout": os.environ.get("LLMC_MCP_REVIEW_TIMEOUT"),
             "allow_overwrite_originals": os.environ.get("LLMC_MCP_ALLOW_OVERWRITE_ORIGINALS"),
             "tools": os.environ.get("LLMC_MCP_TOOLS"),
+            "allow_remote": os.environ.get("LLMC_MCP_ALLOW_REMOTE"),
+            "remote_limits": os.environ.get("LLMC_MCP_REMOTE_LIMITS"),
             "init_tool_name": os.environ.get("LLMC_MCP_INIT_TOOL_NAME"),
             **{name: os.environ.get(f"LLMC_MCP_{name.upper()}") for name in _QUOTAS},
         }

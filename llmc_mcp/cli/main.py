@@ -41,15 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="Run the MCP server (stdio by default).",
         usage="%(prog)s [options]",
-        description=f"Run the MCP server. A flag marked {_ENV} may also be set as LLMC_MCP_<FLAG> "
-        "(--exec-timeout: LLMC_MCP_EXEC_TIMEOUT); the flag wins over the variable.",
+        description=f"Run the MCP server; {_ENV} flags may be set as LLMC_MCP_<FLAG> too.",
         formatter_class=_formatter,
     )
     serve.add_argument(
         "--mode",
         choices=("code", "classic"),
         default=None,
-        help=f"code (default): 00_INIT, read_stubs, execute_code; classic: a tool per op. {_ENV}",
+        help=f"code (default, 3 tools) or classic. {_ENV}",
     )
     serve.add_argument(
         "--tools", default=None, metavar="NS,...", help=f"Classic: only these namespaces' tools. {_ENV}"
@@ -65,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="DIR",
-        help=f"Existing directory all paths are confined to (default: current dir). {_ENV}",
+        help=f"Root of all paths (default: .). {_ENV}",
     )
     serve.add_argument(
         "--create-workspace", action="store_true", help="Create the workspace if it does not exist."
@@ -95,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("low", "medium", "high"),
         default=None,
         metavar="LEVEL",
-        help=f"low|medium|high: below it, the user approves (elicitation). {_ENV}",
+        help=f"low|medium|high: below it, the user approves. {_ENV}",
     )
     _add_limit_flags(serve)
     _add_job_flags(serve)
@@ -106,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--dask-scheduler", default=None, metavar="URL", help=f"tcp://HOST:PORT of a Dask cluster. {_ENV}"
     )
     _add_quota_flags(serve)
+    serve.add_argument(
+        "--allow-remote",
+        action="append",
+        default=None,
+        metavar="PREFIX",
+        help=f"Read URLs under this prefix (repeat). {_ENV}",
+    )
+    serve.add_argument(
+        "--remote-limits",
+        default=None,
+        metavar="K=V,...",
+        help=f"Bounds of remote reads (README). {_ENV}",
+    )
 
     stubs = commands.add_parser("stubs", help="Write the code-mode stub modules to a directory and exit.")
     stubs.add_argument("--out", type=Path, required=True, help="Directory to write the stubs into.")
@@ -297,6 +309,8 @@ def _settings(args: argparse.Namespace):
             **{name: getattr(args, name, None) for name in _JOB_FLAGS},
             engine=args.engine,
             dask_scheduler=args.dask_scheduler,
+            allow_remote=tuple(args.allow_remote) if args.allow_remote else None,
+            remote_limits=args.remote_limits,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

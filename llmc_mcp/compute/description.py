@@ -17,6 +17,7 @@ from llmc_mcp.compute.models import Bounds, CrsRef, GeoreferencingReading, Raste
 from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.crs_text import identify, parse_crs
 from llmc_mcp.gdal.datasets import Georeferencing, describe_georeferencing, georeferencing_of
+from llmc_mcp.gdal.remote_datasets import dataset_location, remote_size, shown_dataset
 
 MAX_TAGS = 50
 
@@ -36,12 +37,11 @@ def describe(ctx: ComputeContext, ds: DatasetReader, include_wkt: bool) -> Raste
 
 def raster_header(ctx: ComputeContext, ds: DatasetReader, found: Georeferencing) -> dict[str, Any]:
     """Every field of a raster's description but its grid (crs, transform, bounds, res)."""
-    file = Path(ds.name)
     structure = ds.tags(ns="IMAGE_STRUCTURE")
     tags, truncated = _bounded_tags(ds.tags())
     scales, offsets = scales_offsets(ds, ds.indexes)
     return {
-        "path": ctx.workspace.relative(file),
+        "path": shown_dataset(ctx, ds),
         "driver": ds.driver,
         "width": ds.width,
         "height": ds.height,
@@ -62,10 +62,15 @@ def raster_header(ctx: ComputeContext, ds: DatasetReader, found: Georeferencing)
         "colorinterp": [ci.name for ci in ds.colorinterp],
         "tags": tags,
         "tags_truncated": truncated,
-        "file_size_bytes": file.stat().st_size,
+        "file_size_bytes": _file_size(ds),
         "georeferencing": found.source,
         "georeferencing_note": _georeferencing_note(ctx, found),
     }
+
+
+def _file_size(ds: DatasetReader) -> int:
+    location = dataset_location(ds)
+    return location.stat().st_size if isinstance(location, Path) else remote_size(ds)
 
 
 def georeferencing_reading(

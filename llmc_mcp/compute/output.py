@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -46,6 +45,7 @@ from llmc_mcp.errors import InvalidArgument, LlmcError, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, check_dataset, open_for_read
 from llmc_mcp.gdal.environment import READ_DRIVERS, gdal_env
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
+from llmc_mcp.gdal.remote_datasets import InputLocation, input_location, same_file, shown_location
 from llmc_mcp.outputs import Grant, QuotaExceeded, WriteLimit
 from llmc_mcp.provenance.record import RECORD_SUFFIX, Written, failure_record, write_beside
 from llmc_mcp.reflection.specs import Facts
@@ -129,7 +129,7 @@ def write_output(
 
 
 def write_atomically(
-    ctx: ComputeContext, planned: Plan, source: DatasetReader, src_path: Path, dst_path: Path
+    ctx: ComputeContext, planned: Plan, source: DatasetReader, src_path: InputLocation, dst_path: Path
 ) -> None:
     """Granted, written under the budget, checked, then committed; or nothing changes under ``dst``."""
     guard = ctx.outputs
@@ -294,12 +294,12 @@ def _read_blocks(ds: DatasetReader) -> None:
                 ds.read_masks(1, window=window)
 
 
-def check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[Path, Path]:
+def check_src_dst(ctx: ComputeContext, src: str, dst: str) -> tuple[InputLocation, Path]:
     """Both paths, refused when dst is not a GeoTIFF name, is src itself (the write would destroy it) or
     is a file llmc-mcp did not write (an original: only the server's own outputs are replaced)."""
-    src_path = ctx.workspace.input_path(src, argument="src")
+    src_path = input_location(ctx, src, "src")
     dst_path = geotiff_output_path(ctx, dst)
-    if src_path == dst_path or (dst_path.exists() and os.path.samefile(src_path, dst_path)):
+    if same_file(src_path, dst_path):
         raise InvalidArgument(
             f"dst is the same file as src ('{src}').", fix="Write to a new name, e.g. 'out/result.tif'."
         )
@@ -403,7 +403,7 @@ def _write_error(
     exc: Exception,
     grant: Grant,
     limit: WriteLimit,
-    src_path: Path,
+    src_path: InputLocation,
     dst_path: Path,
     tmp: Path,
 ) -> LlmcError:
@@ -416,7 +416,7 @@ def _write_error(
         )
     text = translate_gdal_error(exc, ctx, tmp, shown=dst_name)
     return RasterError(
-        f"Writing '{dst_name}' from '{ctx.workspace.relative(src_path)}' failed ({text}); "
+        f"Writing '{dst_name}' from '{shown_location(ctx, src_path)}' failed ({text}); "
         f"nothing was written under '{dst_name}'.",
         fix="If the source pixels cannot be read, the source file is damaged; otherwise check free "
         "disk space and the options.",

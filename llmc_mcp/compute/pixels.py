@@ -20,6 +20,7 @@ from rasterio.windows import Window
 from llmc_mcp.compute.context import ComputeContext
 from llmc_mcp.errors import RasterError
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 
 
 def read_valid(
@@ -42,7 +43,7 @@ def read_valid(
     try:
         data = ds.read(indexes, window=window, out_shape=out_shape, resampling=resampling, masked=masked)
     except GDAL_ERRORS as exc:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         which = f"band {indexes}" if isinstance(indexes, int) else f"bands {indexes}"
         raise RasterError(
             f"'{shown}': the pixel data of {which} could not be read "

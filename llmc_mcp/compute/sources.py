@@ -26,6 +26,8 @@ from rasterio.io import DatasetReader
 from llmc_mcp.errors import RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import GdalContext, gdal_env
+from llmc_mcp.gdal.remote_datasets import remote_name
+from llmc_mcp.remote.allowlist import looks_remote
 from llmc_mcp.workspace import Workspace
 
 MAX_OPEN_PER_THREAD = 16
@@ -46,7 +48,8 @@ class PieceContext:
 
 @dataclass(frozen=True)
 class SourceRaster:
-    """A workspace raster, by its checked path, that pieces open where they run."""
+    """A workspace raster, by its checked path, that pieces open where they run; or a remote one, by
+    its URL, which only a process that reads URLs (the session's worker) can open again."""
 
     root: str
     path: str
@@ -71,6 +74,11 @@ class SourceRaster:
         ``georeferencing`` must be the policy the caller opened it with, so a piece elsewhere reads
         the same georeferencing.
         """
+        url = remote_name(dataset)
+        if url is not None:
+            # Opened again elsewhere through that process's remote access (the session worker's, or
+            # none: a Dask worker refuses it, and remote inputs run on the local engine).
+            return cls(str(ctx.workspace.root), url, argument, georeferencing, 0, 0, ctx.num_threads, dataset)
         path = Path(dataset.name).resolve()
         stat = path.stat()
         return cls(
@@ -101,6 +109,9 @@ class SourceRaster:
 
     def _open(self) -> DatasetReader:
         ctx = self.context
+        if looks_remote(self.path):
+            with gdal_env(ctx):
+                return open_for_read(ctx, self.path, self.argument, georeferencing=self.georeferencing)
         path = Path(self.path)
         shown = ctx.workspace.relative(path)
         try:

@@ -22,6 +22,8 @@ from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import NotFound, PathRefused, RasterError, Refused
 from llmc_mcp.gdal.environment import READ_DRIVERS, REGISTERED_DRIVERS, GdalContext
 from llmc_mcp.gdal.messages import GDAL_ERRORS, relative_or_name, translate_gdal_error
+from llmc_mcp.gdal.remote_datasets import open_remote
+from llmc_mcp.remote.allowlist import RemoteUrl, looks_remote
 
 GeoreferencingSource = Literal["file", "aux.xml", "world file", "tab file", "none"]
 """Where a raster's geotransform and CRS come from as GDAL opens it."""
@@ -32,10 +34,11 @@ def open_for_read(
     name: str,
     argument: str = "path",
     *,
-    resolved: Path | None = None,
+    resolved: Path | RemoteUrl | None = None,
     georeferencing: GeoreferencingPolicy = "refuse",
 ) -> DatasetReader:
-    """Open a workspace raster for reading with the allowed drivers only; errors name the relative file.
+    """Open a workspace raster (or an allowed URL) for reading with the allowed drivers only; errors
+    name the relative file (the redacted URL).
 
     Call inside :func:`~llmc_mcp.gdal.environment.gdal_env` (the drivers are registered there) and
     close the dataset (``with``).
@@ -45,6 +48,9 @@ def open_for_read(
     (:data:`GeoreferencingPolicy`); the default refuses, so an operation that has not thought about it
     cannot follow either side silently.
     """
+    if looks_remote(name):
+        # A remote raster is its own bytes alone (no sidecar can override its georeferencing).
+        return open_remote(ctx, name, argument)
     path = resolved or ctx.workspace.input_path(name, argument=argument)
     shown = ctx.workspace.relative(path)
     dataset = _open(ctx, path, shown, argument)

@@ -11,6 +11,7 @@ from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 
 from llmc_mcp.gdal.environment import GdalContext
+from llmc_mcp.remote.reader import take_failure
 
 GDAL_ERRORS: tuple[type[Exception], ...] = (RasterioError, CPLE_BaseError)
 """How GDAL failures surface: rasterio wraps most, but some calls (CreateCopy) raise GDAL's own classes."""
@@ -27,8 +28,13 @@ def translate_gdal_error(exc: BaseException, ctx: GdalContext, path: Path, shown
     ``path`` is shown as ``shown`` (default: its workspace-relative name; pass the destination name
     for a temporary file); other workspace paths become relative and any other absolute path
     becomes ``<path>``. rasterio often wraps the real GDAL error ("Read failed. See previous
-    exception"), so the chained causes are included.
+    exception"), so the chained causes are included. When GDAL failed because a remote read did (the
+    opener cannot raise through GDAL), that failure is raised instead: it names the bound and the fix.
     """
+    failure = take_failure()
+    if failure is not None:
+        # GDAL failed because a remote read did (a bound, a timeout): that is the error to give.
+        raise failure
     messages: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from llmc_mcp.compute.engine import LOCAL, Engine
 from llmc_mcp.errors import InvalidArgument, NotFound
+from llmc_mcp.gdal.remote_datasets import input_location
 from llmc_mcp.outputs import LocalOutputs, OutputGuard, OutputLedger
 from llmc_mcp.reflection.specs import Decision, Facts, ReflectionSpec
 from llmc_mcp.workspace import Workspace
@@ -201,7 +202,7 @@ class Operation:
         """Refuse bad paths before any gate or GDAL work."""
         for name in self.inputs:
             if args.get(name) is not None:
-                ctx.workspace.input_path(args[name], argument=name)
+                input_location(ctx, args[name], name)
         for name in self.outputs:
             if args.get(name) is not None:
                 ctx.workspace.output_path(args[name], argument=name)

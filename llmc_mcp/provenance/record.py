@@ -140,10 +140,31 @@ def failure_record(dst: str, invocation: Invocation, error: BaseException) -> di
 
 def _input(seen: InputSeen) -> dict[str, Any]:
     crs = _label(seen.crs_wkt) if seen.crs_wkt else None
+    if seen.remote is not None:
+        return {"path": seen.path, "sha256": seen.remote.digest.hexdigest(), "crs": crs, **_remote(seen)}
+    assert seen.absolute is not None
     item: dict[str, Any] = {"path": seen.path, "sha256": sha256_of(seen.absolute), "crs": crs}
     if seen.layer is not None:
         item["layer"] = seen.layer
     return item
+
+
+def _remote(seen: InputSeen) -> dict[str, Any]:
+    """A remote input as read: its version, and the bytes the digest covers (a remote file is never
+    read whole, so the digest is of the ranges read, in the order listed)."""
+    source = seen.remote
+    return {
+        f"{PRODUCER_PREFIX}remote": {
+            "url": seen.path,
+            "etag": source.file.etag,
+            "last_modified": source.file.last_modified,
+            "size": source.file.size,
+            "bytes_read": source.bytes_read,
+            "ranges": [list(r) for r in source.ranges],
+            "ranges_complete": source.ranges_complete,
+            "sha256_of": "the bytes read, ranges in the order listed",
+        }
+    }
 
 
 def _label(wkt: str) -> str:

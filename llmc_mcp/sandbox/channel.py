@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from typing import Any, BinaryIO
 
 import anyio
@@ -70,11 +71,14 @@ class SyncChannel:
     def __init__(self, reader: BinaryIO, writer: BinaryIO):
         self._reader = reader
         self._writer = writer
+        self._sending = threading.Lock()
 
     def send(self, message: dict[str, Any]) -> None:
+        frame = encode(message)
         try:
-            self._writer.write(encode(message))
-            self._writer.flush()
+            with self._sending:  # one frame at a time: progress may come from another thread
+                self._writer.write(frame)
+                self._writer.flush()
         except (BrokenPipeError, ValueError) as exc:
             raise ChannelClosed(str(exc)) from None
 

@@ -29,6 +29,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ class WorkerConfig(BaseModel):
     """The server's wall clock for one call (``--exec-timeout``): what ``jobs.wait`` may spend of it."""
     file_size_mb: int = 16 * 1024
     open_files: int = 256
+    allow_remote: tuple[str, ...] = ()
+    """``--allow-remote``: URLs under these are read through the server (the worker has no network)."""
 
 
 def _take_channel_fds() -> tuple[Any, Any]:
@@ -301,13 +304,16 @@ class ChannelHost:
     def __init__(self, channel: Any):
         self._channel = channel
         self._ids = itertools.count(1)
+        # GDAL may read a remote file from more than one thread; a request and its answer are a pair.
+        self._lock = threading.Lock()
 
     def request(self, method: str, params: Mapping[str, Any]) -> Any:
         from llmc_mcp.errors import LlmcError
 
-        request_id = next(self._ids)
-        self._channel.send({"id": request_id, "method": method, "params": dict(params)})
-        reply = self._channel.receive()
+        with self._lock:
+            request_id = next(self._ids)
+            self._channel.send({"id": request_id, "method": method, "params": dict(params)})
+            reply = self._channel.receive()
         if reply.get("id") != request_id:
             raise RuntimeError("channel out of step with the server")
         if "error" in reply:
@@ -328,6 +334,9 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.operations.workflows.service import RemoteWorkflows
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
+    from llmc_mcp.remote.access import HostTransport, RemoteAccess
+    from llmc_mcp.remote.access import configure as configure_remote
+    from llmc_mcp.remote.allowlist import Allowlist
     from llmc_mcp.sandbox.bindings import build_operations, build_preflights, call_operation
     from llmc_mcp.sandbox.channel import ProtocolError
     from llmc_mcp.sandbox.executor import Session
@@ -342,6 +351,8 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     # Landlock then refuses (raster.convert's progress calls GDAL through it).
     libgdal()
     host = ChannelHost(channel)
+    if config.allow_remote:
+        configure_remote(RemoteAccess(Allowlist(config.allow_remote), HostTransport(host)))
     engine, port = _engine(config)
     context = OperationContext(
         Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host), engine

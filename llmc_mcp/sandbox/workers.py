@@ -54,6 +54,7 @@ def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
         call_seconds=settings.exec_timeout,
         job_memory_mb=settings.job_memory,
         engine=settings.engine,
+        allow_remote=settings.allow_remote,
     )
 
 

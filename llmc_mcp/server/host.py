@@ -9,8 +9,10 @@ log; the agent gets an error it can act on.
 
 from __future__ import annotations
 
+import base64
 import functools
 import inspect
+import json
 import logging
 import os
 import threading
@@ -20,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from llmc_mcp.errors import InvalidArgument, LlmcError
+from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
 from llmc_mcp.jobs.runner import JobRunner, bind_progress, job_pool_settings
 from llmc_mcp.jobs.store import JobStore
 from llmc_mcp.operations import Operation, get_operation
@@ -33,6 +35,10 @@ from llmc_mcp.reflection.gate import Hint
 from llmc_mcp.reflection.sampling import justify
 from llmc_mcp.reflection.schema import Justification
 from llmc_mcp.reflection.specs import check_facts
+from llmc_mcp.remote.allowlist import MAX_URL_CHARS
+from llmc_mcp.remote.fetcher import Fetcher
+from llmc_mcp.remote.reader import MAX_RANGES_PER_READ, MAX_READ_BYTES
+from llmc_mcp.remote.transport import RemoteFile
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.sandbox.wall_clock import paused_wall_clock
 from llmc_mcp.server.progress import relay_progress
@@ -44,6 +50,9 @@ from llmc_mcp.server.samplers import sampler_for
 from llmc_mcp.sessions import current_session, job_session, principal
 
 log = logging.getLogger(__name__)
+
+MAX_DOCUMENT_BODY = 65536
+"""Characters of a worker's request body for a remote document (a STAC search: a few filters)."""
 
 MAX_ABOUT_CHARS = 2000
 """What a worker may say about the data a decision concerns (it goes into a sampling question)."""
@@ -139,7 +148,11 @@ class HostRequests:
             "jobs.cancel": self._cancel_job,
             "jobs.list": self._list_jobs,
             "engine.operate": self._engine_operate,
+            "remote.stat": self._remote_stat,
+            "remote.read": self._remote_read,
+            "remote.document": self._remote_document,
         }
+        self._fetcher = runtime.fetcher
         self.jobs: JobRunner | None = None
         """The server's jobs, once its pools exist (:func:`worker_pools`)."""
         self._workflows = Engine(
@@ -179,6 +192,34 @@ class HostRequests:
         """
         self.log_budget.forget(session)
         await anyio.to_thread.run_sync(self._outputs.discard_worker, session)
+
+    def _remote(self) -> Fetcher:
+        if self._fetcher is None:
+            raise PathRefused(
+                "this server reads no URLs.",
+                fix="Pass a file inside the workspace; the operator can allow URL prefixes with "
+                "--allow-remote.",
+            )
+        return self._fetcher
+
+    def _remote_stat(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A worker reaching a URL: checked against the allowlist here, whatever the worker checked."""
+        return self._remote().stat(str(params.get("url"))[:MAX_URL_CHARS + 1]).to_dict()
+
+    def _remote_read(self, params: Mapping[str, Any]) -> list[str]:
+        file = RemoteFile.from_dict(params.get("file"))
+        ranges = _byte_ranges(params.get("ranges"))
+        return [base64.b64encode(data).decode("ascii") for data in self._remote().read(file, ranges)]
+
+    def _remote_document(self, params: Mapping[str, Any]) -> str:
+        method = params.get("method", "GET")
+        if method not in ("GET", "POST"):
+            raise InvalidArgument("remote.document: method must be GET or POST")
+        body = params.get("body")
+        if body is not None and len(json.dumps(body, default=str)) > MAX_DOCUMENT_BODY:
+            raise InvalidArgument(f"remote.document: the request body is over {MAX_DOCUMENT_BODY} characters")
+        data = self._remote().document(str(params.get("url"))[:MAX_URL_CHARS + 1], method, body)
+        return base64.b64encode(data).decode("ascii")
 
     def _begin_output(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self._outputs.begin(_session(), str(params.get("dst"))).to_dict()
@@ -391,6 +432,24 @@ def _operation_call(method: str, params: Mapping[str, Any]) -> tuple[Operation, 
     if not isinstance(args, dict):
         raise InvalidArgument(f"{method}: the operation's arguments must be a mapping.")
     return op, args
+
+
+def _byte_ranges(value: Any) -> list[tuple[int, int]]:
+    """A worker's list of (offset, length) pairs, refused unless it is small and well formed."""
+    if not isinstance(value, list) or len(value) > MAX_RANGES_PER_READ:
+        raise InvalidArgument(f"remote.read: ranges must be a list of at most {MAX_RANGES_PER_READ} pairs")
+    ranges = []
+    for item in value:
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)
+        ):
+            raise InvalidArgument("remote.read: each range is [offset, length] with non-negative integers")
+        ranges.append((item[0], item[1]))
+    if sum(length for _, length in ranges) > MAX_READ_BYTES:
+        raise InvalidArgument(f"remote.read: at most {MAX_READ_BYTES} bytes per request")
+    return ranges
 
 
 def _session() -> str:

@@ -15,6 +15,10 @@ from llmc_mcp.outputs import LocalOutputs, OutputLedger
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
+from llmc_mcp.remote.access import RemoteAccess
+from llmc_mcp.remote.access import configure as configure_remote
+from llmc_mcp.remote.allowlist import Allowlist
+from llmc_mcp.remote.fetcher import Fetcher
 from llmc_mcp.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,8 @@ class Runtime:
     """A worker the command started before building the server; the pool adopts it as its first spare."""
     engine_credentials: Path | None = None
     """The TLS credentials of the server's own Dask cluster, which its engine workers read at start."""
+    fetcher: Fetcher | None = None
+    """The server's client for remote files (``--allow-remote``); None when no URL may be read."""
 
     @classmethod
     def create(
@@ -50,4 +56,9 @@ class Runtime:
         gate.pending.charge_to(outputs)  # open hints share the output quotas and the reserve
         outputs.sweep()  # temporary files of writes a previous server process left unfinished
         context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
-        return cls(settings, context, gate, outputs, prestarted, engine_credentials)
+        fetcher = None
+        if settings.allow_remote:
+            fetcher = Fetcher(Allowlist(settings.allow_remote), settings.remote)
+        # Operations the server runs itself (the command line) read URLs through the same client.
+        configure_remote(RemoteAccess(fetcher.allowlist, fetcher) if fetcher is not None else None)
+        return cls(settings, context, gate, outputs, prestarted, engine_credentials, fetcher)

@@ -40,6 +40,7 @@ from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
+from llmc_mcp.gdal.remote_datasets import dataset_location, input_location, same_file
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
 
@@ -235,7 +236,7 @@ def check_dst(ctx: OperationContext, dst: str, sources: dict[str, str]) -> Path:
     """``dst`` as a path: a GeoTIFF name that is none of the inputs (writing would destroy it)."""
     dst_path = geotiff_output_path(ctx, dst)
     for argument, name in sources.items():
-        if ctx.workspace.input_path(name, argument=argument) == dst_path:
+        if same_file(input_location(ctx, name, argument), dst_path):
             raise InvalidArgument(
                 f"dst is the same file as {argument} ('{name}'); writing would destroy it.",
                 fix="Write to a new name, e.g. 'out/result.tif'.",
@@ -383,5 +384,5 @@ def write_grid(
     """Write ``data`` on ``source``'s grid to ``dst`` atomically (granted, read back); its raster.info."""
     options = creation_options(ctx, "DEFLATE", data.dtype, 1, None, None, cog=False)
     plan = GridPlan(data, nodata, tags or {}, options)
-    write_atomically(ctx, plan, source, Path(source.name), dst_path)
+    write_atomically(ctx, plan, source, dataset_location(source), dst_path)
     return describe_output(ctx, dst, dst_path)

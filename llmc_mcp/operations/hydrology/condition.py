@@ -20,7 +20,6 @@ lower cell or the edge of the data, and the path is lowered to one float32 step 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from pydantic import Field
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, pyflwdir, read_elevation, write_grid
 from llmc_mcp.operations.hydrology._routing import kernels
@@ -40,7 +40,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     _check_depth(args["max_depth"], args["method"])
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
-        check_grid(ds, ctx.workspace.relative(Path(ds.name)), "dem")
+        check_grid(ds, shown_dataset(ctx, ds), "dem")
 
 
 @operation(
@@ -99,7 +99,7 @@ def condition(
     depth = _check_depth(max_depth, method)
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
         uncut = 0

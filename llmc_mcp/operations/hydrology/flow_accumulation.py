@@ -32,6 +32,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import (
     ACCUMULATION_TAG,
@@ -58,7 +59,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     check_dst(ctx, args["dst"], sources)
     with gdal_env(ctx), contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_for_read(ctx, args["flow_dir"], "flow_dir"))
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "flow_dir")
         _routing(ds, shown, args["dem"])
         if args["units"] == "m2":
@@ -132,7 +133,7 @@ def flow_accumulation(
     dst_path = check_dst(ctx, dst, sources)
     with gdal_env(ctx), contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_for_read(ctx, flow_dir, "flow_dir"))
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "flow_dir")
         routing = _routing(ds, shown, dem)
         if routing != "d8":
@@ -223,7 +224,7 @@ def _multiple_flow(
         mask = kernels().mfd_mask(elevation, valid)
         if not same_cells or (raw[valid].astype("int64") != mask[valid]).any():
             raise InvalidArgument(
-                f"dem: '{ctx.workspace.relative(Path(dem_source.name))}' does not give the directions in "
+                f"dem: '{shown_dataset(ctx, dem_source)}' does not give the directions in "
                 f"'{shown}' (other receiving neighbours, or other nodata cells).",
                 fix="Pass the DEM the mfd directions were derived from, or derive them again from this one.",
             )
@@ -304,7 +305,7 @@ def _check_same_grid(
     )
     if not same:
         raise Refused(
-            f"{argument}: '{ctx.workspace.relative(Path(weights.name))}' is not on the grid of flow_dir "
+            f"{argument}: '{shown_dataset(ctx, weights)}' is not on the grid of flow_dir "
             f"({weights.width} x {weights.height} vs {flow.width} x {flow.height}, or another transform "
             "or CRS).",
             fix="Align it first (raster.reproject onto the DEM's grid), then accumulate.",

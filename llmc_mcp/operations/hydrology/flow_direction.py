@@ -31,6 +31,7 @@ from rasterio.io import DatasetReader
 
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import (
     D8_ENCODING,
@@ -73,7 +74,7 @@ TIE_RULE = (
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     check_dst(ctx, args["dst"], {"dem": args["dem"]})
     with gdal_env(ctx), open_for_read(ctx, args["dem"], "dem") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "dem")
         if args["routing"] != "d8":
             check_square(ds, shown, "dem", args["routing"])
@@ -134,7 +135,7 @@ def flow_direction(
     """
     dst_path = check_dst(ctx, dst, {"dem": dem})
     with gdal_env(ctx), open_for_read(ctx, dem, "dem") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "dem")
         if routing != "d8":
             check_square(ds, shown, "dem", routing)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import ACCUMULATION_TAG, check_dst, check_grid, write_grid
 from llmc_mcp.operations.hydrology.models import OutputGrid, StreamsResult, ThresholdUnits
@@ -32,7 +32,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     _check_threshold(args["threshold"])
     check_dst(ctx, args["dst"], {"accumulation": args["accumulation"]})
     with gdal_env(ctx), open_for_read(ctx, args["accumulation"], "accumulation") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "accumulation")
         _check_units(ds, shown, args["threshold_units"])
 
@@ -73,7 +73,7 @@ def streams(
     limit = _check_threshold(threshold)
     dst_path = check_dst(ctx, dst, {"accumulation": accumulation})
     with gdal_env(ctx), open_for_read(ctx, accumulation, "accumulation") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "accumulation")
         tagged = _check_units(ds, shown, threshold_units)
         raw, valid = read_valid(ctx, ds, 1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.hydrology._grid import check_dst, check_grid, flow_network, write_grid
@@ -40,7 +40,7 @@ def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> None:
     _check_points(args["pour_points"], args["snap_distance"])
     check_dst(ctx, args["dst"], {"flow_dir": args["flow_dir"]})
     with gdal_env(ctx), open_for_read(ctx, args["flow_dir"], "flow_dir") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "flow_dir")
         _check_crs(ds, shown)
         cell_areas(ds, shown)
@@ -84,7 +84,7 @@ def watershed(
     given = _check_points(pour_points, snap_distance)
     dst_path = check_dst(ctx, dst, {"flow_dir": flow_dir})
     with gdal_env(ctx), open_for_read(ctx, flow_dir, "flow_dir") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_grid(ds, shown, "flow_dir")
         _check_crs(ds, shown)
         cells = cell_areas(ds, shown)

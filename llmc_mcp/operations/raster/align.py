@@ -13,7 +13,6 @@ resampling method for this kind of data, and the target CRS when ``like``'s is n
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -28,6 +27,7 @@ from llmc_mcp.crs_text import normalize_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import input_location, same_file
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, Resampling
 from llmc_mcp.operations.raster.reproject import WarpPlan, raster_operation, require_crs, warp_onto
@@ -125,9 +125,9 @@ def _like_grid(
     ctx: OperationContext, like: str, dst: str, policy: GeoreferencingPolicy
 ) -> tuple[RioCRS, tuple[Affine, int, int]]:
     """``like``'s CRS and grid (transform, width, height), read from its header as they are."""
-    like_path = ctx.workspace.input_path(like, argument="like")
+    like_path = input_location(ctx, like, "like")
     dst_path = ctx.workspace.output_path(dst, argument="dst")
-    if like_path == dst_path or (dst_path.exists() and os.path.samefile(like_path, dst_path)):
+    if same_file(like_path, dst_path):
         raise InvalidArgument(
             f"dst is the same file as like ('{like}'); writing would replace the grid being aligned to.",
             fix="Write to a new name, e.g. 'out/aligned.tif'.",

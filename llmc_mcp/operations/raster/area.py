@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -47,6 +46,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.geodesy.reference import horizontal_part
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import GeoreferencingChoice, RasterArea, ValueArea
@@ -95,7 +95,7 @@ def area(
     """
     wanted = _check_values(values)
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         dtype = _check_band(ds, band, shown)
         crs = _check_grid(ds, shown)
         cells = CellAreas(crs, ds.transform, ds.width, ds.height)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import keyword
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,13 @@ from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import (
+    InputLocation,
+    dataset_location,
+    input_location,
+    same_file,
+    shown_dataset,
+)
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.calc_evaluation import Bound, WindowProgram
 from llmc_mcp.operations.raster.calc_expression import FUNCTIONS, check_program, parse_expression
@@ -181,8 +187,7 @@ def calc(
         }
         numexpr.set_num_threads(max(1, ctx.num_threads))
         plan = _CalcPlan(ctx, program, expression, bound, profile, out_dtype, out_nodata, physical)
-        first_path = Path(first.name)
-        write_atomically(ctx, plan, first, first_path, dst_path)
+        write_atomically(ctx, plan, first, dataset_location(first), dst_path)
     return CalcResult(
         output=describe_output(ctx, dst, dst_path),
         expression=program,
@@ -248,15 +253,15 @@ def _output_nodata(dtype: np.dtype, nodata: float | None) -> float | None:
 
 def _check_dst(
     ctx: OperationContext, dst: str, specs: Sequence[Mapping[str, Any]]
-) -> tuple[Path, dict[str, Path]]:
+) -> tuple[Path, dict[str, InputLocation]]:
     """The output path and each distinct input's resolved path (resolved once: the policy lists folders)."""
     dst_path = geotiff_output_path(ctx, dst)
-    sources: dict[str, Path] = {}
+    sources: dict[str, InputLocation] = {}
     for spec in specs:
         if spec["path"] in sources:
             continue
-        src_path = sources[spec["path"]] = ctx.workspace.input_path(spec["path"], argument="inputs.path")
-        if src_path == dst_path or (dst_path.exists() and os.path.samefile(src_path, dst_path)):
+        src_path = sources[spec["path"]] = input_location(ctx, spec["path"], "inputs.path")
+        if same_file(src_path, dst_path):
             raise InvalidArgument(
                 f"dst is the same file as the input '{spec['path']}'; writing would destroy it.",
                 fix="Write to a new name, e.g. 'out/result.tif'.",
@@ -283,7 +288,7 @@ def _bind(ctx: OperationContext, spec: Mapping[str, Any], source: SourceRaster, 
     declared = scale != 1.0 or offset != 0.0
     used = CalcInputUsed(
         name=spec["name"],
-        path=ctx.workspace.relative(Path(ds.name)),
+        path=shown_dataset(ctx, ds),
         band=band,
         dtype=dtype.name,
         nodata=None if nodata is None else float(nodata),

@@ -46,6 +46,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import CrsError, InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_location
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
@@ -130,7 +131,7 @@ def clip(
         gdal_env(ctx),
         open_for_read(ctx, src, "src", resolved=src_path, georeferencing=policy) as source,
     ):
-        shown = ctx.workspace.relative(src_path)
+        shown = shown_location(ctx, src_path)
         dtype = single_dtype(source, shown)
         rotated = is_rotated(source.transform)
         box, transformation = _box_in_raster_crs(source, bounds, bounds_crs, shown)

@@ -24,6 +24,7 @@ from llmc_mcp.compute import progress
 from llmc_mcp.compute.models import Compression, RasterInfo
 from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.gdal_copy import create_copy
 from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, OverviewResampling
@@ -181,7 +182,7 @@ def _plan_copy(
             fix="Pass 256 or 512 (the default).",
         )
     requested = _check_overviews(overviews, driver, overview_resampling)
-    dtype = single_dtype(source, ctx.workspace.relative(Path(source.name)))
+    dtype = single_dtype(source, shown_dataset(ctx, source))
     options = creation_options(ctx, compress, dtype, source.count, predictor, quality, cog=driver == "COG")
     factors = _auto_factors(source.width, source.height) if requested == "auto" else (requested or [])
     if requested == "auto" and not factors:

@@ -23,6 +23,7 @@ from rasterio.warp import transform as gdal_transform
 
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.messages import GDAL_ERRORS, translate_gdal_error
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.geodesy.reference import RASTER_SPREAD
 from llmc_mcp.geodesy.routes import ChosenOperation
 from llmc_mcp.operations.catalog import OperationContext
@@ -158,7 +159,7 @@ def _default_grid(
             suggested = vrt.transform, vrt.width, vrt.height
         return _onto_footprint(suggested, source, target, chosen)
     except (*GDAL_ERRORS, ValueError) as exc:
-        shown = ctx.workspace.relative(Path(source.name))
+        shown = shown_dataset(ctx, source)
         raise RasterError(
             f"The extent of '{shown}' cannot be computed in {dst_crs[:100]!r} "
             f"({translate_gdal_error(exc, ctx, Path(source.name))}).",

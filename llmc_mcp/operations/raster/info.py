@@ -60,8 +60,7 @@ def info(
     """
     # Never refused for a disagreeing sidecar: this is where an agent sees both sides.
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
-        file = Path(ds.name)
-        found = georeferencing_of(ds, file)
+        found = georeferencing_of(ds, Path(ds.name))
         top: GeoreferencingReading | None = georeferencing_reading(
             ds.transform, ds.crs, ds.width, ds.height, include_wkt
         )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import InputLocation, input_location, same_file, shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.grid import Resolution, check_grid_args
 from llmc_mcp.operations.raster.merge_grid import (
@@ -204,7 +204,7 @@ def merge(
     )
 
 
-def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tuple[list[Path], Path]:
+def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tuple[list[InputLocation], Path]:
     if not sources:
         raise InvalidArgument("sources is empty.", fix="Name the rasters to mosaic: ['a.tif', 'b.tif'].")
     if len(sources) > MAX_SOURCES:
@@ -213,10 +213,10 @@ def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tup
             fix="Mosaic them in groups, then mosaic the groups.",
         )
     dst_path = geotiff_output_path(ctx, dst)
-    paths: list[Path] = []
+    paths: list[InputLocation] = []
     for name in sources:
-        path = ctx.workspace.input_path(name, argument="sources")
-        if path == dst_path or (dst_path.exists() and os.path.samefile(path, dst_path)):
+        path = input_location(ctx, name, "sources")
+        if same_file(path, dst_path):
             raise InvalidArgument(
                 f"dst is the same file as the source '{name}'; writing would destroy it.",
                 fix="Write to a new name, e.g. 'out/mosaic.tif'.",
@@ -232,7 +232,7 @@ def _check_paths(ctx: OperationContext, sources: Sequence[str], dst: str) -> tup
 
 @contextlib.contextmanager
 def _opened(
-    ctx: OperationContext, names: Sequence[str], paths: Sequence[Path], policy: GeoreferencingPolicy
+    ctx: OperationContext, names: Sequence[str], paths: Sequence[InputLocation], policy: GeoreferencingPolicy
 ) -> Iterator[list[DatasetReader]]:
     with contextlib.ExitStack() as stack:
         yield [
@@ -255,7 +255,7 @@ def _plan(
     """Every check and choice of the mosaic, made on the source headers without reading pixels;
     ``georeferencing`` is the policy the sources were opened with, and are opened with by pieces."""
     res, _, _, bounds = check_grid_args(resolution, None, None, bounds)
-    shown = [ctx.workspace.relative(Path(ds.name)) for ds in datasets]
+    shown = [shown_dataset(ctx, ds) for ds in datasets]
     check_sources(ctx, datasets, shown, method)
     first = datasets[0]
     res = res or (abs(first.transform.a), abs(first.transform.e))

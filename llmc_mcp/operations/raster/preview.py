@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -25,6 +24,7 @@ from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import RasterPreview, Stretch
 from llmc_mcp.operations.raster.stats import check_bands
@@ -85,7 +85,7 @@ def preview(
     # A picture of the pixels does not depend on where they are: a sidecar overriding the file's
     # georeferencing is no reason to refuse one.
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         indexes = _choose_bands(ds, bands, shown)
         table = _colour_table(ds, indexes[0]) if len(indexes) == 1 else None
         if table is None and stretch == "none":

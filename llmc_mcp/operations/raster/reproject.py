@@ -38,6 +38,7 @@ from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument, RasterError
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.geodesy.reference import raster_points
 from llmc_mcp.geodesy.routes import ChosenOperation, choose_operation
 from llmc_mcp.operations.catalog import OperationContext, operation
@@ -233,7 +234,7 @@ def raster_operation(source: DatasetReader, target: RioCRS) -> ChosenOperation:
 def require_crs(ctx: OperationContext, source: DatasetReader, argument: str) -> None:
     """Refuse a raster without a CRS: there is nothing to warp from (or onto)."""
     if source.crs is None:
-        shown = ctx.workspace.relative(Path(source.name))
+        shown = shown_dataset(ctx, source)
         raise RasterError(
             f"{argument}: '{shown}' has no CRS, so there is nothing to reproject from.",
             fix="Use a georeferenced raster (raster.info shows crs); GCP-only rasters are not supported.",
@@ -258,7 +259,7 @@ def warp_onto(
     options, from the header alone. ``georeferencing`` is the policy ``source`` was opened with: a
     piece run elsewhere opens it again so, and reads the same grid."""
     method = warp_resampling(resampling)
-    shown = ctx.workspace.relative(Path(source.name))
+    shown = shown_dataset(ctx, source)
     dtype = single_dtype(source, shown)
     nodata = _output_nodata(source, dtype, src_nodata, dst_nodata)
     options = creation_options(ctx, compress, dtype, source.count, None, None, cog=False)

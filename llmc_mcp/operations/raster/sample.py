@@ -11,7 +11,6 @@ around them, so a call costs one decoded block per block touched, whatever the n
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from llmc_mcp.compute.scaling import scales_offsets
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import GeoreferencingChoice, SampleResult
 from llmc_mcp.operations.raster.stats import check_bands
@@ -78,7 +78,7 @@ def sample(
         )
     given = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=georeferencing or "refuse") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         indexes = check_bands(ds, bands, shown)
         xs, ys = to_raster_crs(ds, given, crs, shown)
         rows, cols, inside = cells_of(ds, xs, ys)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -27,6 +26,7 @@ from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.accumulate import FINE_BINS, BandAccumulator, _key
 from llmc_mcp.operations.raster.models import BandStats, Histogram, RasterStats, RawStats
@@ -91,7 +91,7 @@ def stats(
         )
     # Statistics of the pixels do not depend on where they are: a disagreeing sidecar is not refused.
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         indexes = check_bands(ds, bands, shown)
         complex_bands = [b for b in indexes if np.dtype(ds.dtypes[b - 1]).kind == "c"]
         if complex_bands:

@@ -33,6 +33,7 @@ from llmc_mcp.compute.sources import PieceContext, SourceRaster
 from llmc_mcp.errors import InvalidArgument, RasterError, Refused
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
 from llmc_mcp.operations.raster.models import (
     GeoreferencingChoice,
@@ -131,7 +132,7 @@ def zonal_stats(
         )
     choice: GeoreferencingPolicy = georeferencing or "refuse"
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing=choice) as ds:
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         check_bands(ds, [band], shown)
         scale, offset = scale_offset(ds, band)
         applied = physical and (scale, offset) != (1.0, 0.0)
@@ -323,7 +324,7 @@ def _raster_zones(
     choice: GeoreferencingPolicy,
 ) -> ZonalStatsResult:
     with _open_zone_raster(ctx, zones, choice) as zds:
-        zones_shown = ctx.workspace.relative(Path(zds.name))
+        zones_shown = shown_dataset(ctx, zds)
         _check_zone_raster(ds, shown, zds, zones_shown)
         values = SourceRaster.of(ctx, ds, "path", choice)
         piece = ZoneRasterPiece(

@@ -41,6 +41,7 @@ from llmc_mcp.crs_text import parse_crs
 from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.gdal.datasets import open_for_read
 from llmc_mcp.gdal.environment import gdal_env
+from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.terrain.models import GroundSpacing, TerrainResult, ZFactorSource
@@ -117,7 +118,7 @@ class Dem:
     ) -> Dem:
         """The DEM, refused when its cells cannot be put in metres; ``gradient=False`` (roughness, which
         compares heights only) skips the vertical unit and the projection's scale."""
-        shown = ctx.workspace.relative(Path(ds.name))
+        shown = shown_dataset(ctx, ds)
         raster = SourceRaster.of(ctx, ds, "dem", "refuse")
         dtype = np.dtype(ds.dtypes[0])
         if dtype.kind == "c":
