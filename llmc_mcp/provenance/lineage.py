@@ -27,6 +27,7 @@ from llmc_mcp.provenance.authenticity import MAX_RECORD_BYTES, Claim, verified
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.provenance.models import Lineage, LineageStep, LineageStop
 from llmc_mcp.provenance.record import RECORD_SUFFIX
+from llmc_mcp.remote.allowlist import looks_remote
 from llmc_mcp.walk import compile_glob, walk
 from llmc_mcp.workspace import Workspace
 
@@ -104,6 +105,11 @@ def lineage(workspace: Workspace, name: str, outputs: SealedOutputs) -> Lineage:
             )
         )
         for item in inputs:
+            if looks_remote(item["path"]):
+                # Read where it lives: nothing in the workspace made it, whatever it holds now.
+                if item["path"] not in originals:
+                    originals.append(item["path"])
+                continue
             found = _follow(workspace, item)
             if isinstance(found, LineageStop):
                 stops.append(found)

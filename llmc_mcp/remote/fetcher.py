@@ -87,17 +87,14 @@ class Fetcher:
             start = self.allowlist.check(url, "url")
             answer = self._request(start, "GET", {"Range": "bytes=0-0"}, max_bytes=1)
             shown = answer.url.redacted
-            if answer.status == 200:
-                size = _declared_length(answer.headers)
+            if answer.status != 206:
+                what = {404: " (not found)", 403: " (forbidden)", 401: " (unauthorized)"}.get(answer.status, "")
                 raise RemoteError(
-                    f"'{shown}' does not answer range requests (it sent the whole file"
-                    f"{f', {size} bytes' if size is not None else ''}); it cannot be read a window at a "
-                    "time.",
-                    fix="Copy the file into the workspace by other means, or ask for a server that honours "
-                    "HTTP range requests (any object store does).",
+                    f"'{shown}' answered HTTP {answer.status}{what}.",
+                    fix="Check the URL; a private object needs the operator's credentials on the server.",
                 )
             found = _CONTENT_RANGE.match(answer.headers.get("content-range", ""))
-            if answer.status != 206 or found is None or found.group(3) == "*":
+            if found is None or found.group(3) == "*":
                 raise RemoteError(
                     f"'{shown}' gave no usable Content-Range to a range request.", fix=_FIX_SERVER
                 )
@@ -232,8 +229,16 @@ class Fetcher:
                 preload_content=False,
                 timeout=timeout,
             )
+            complete = False
             try:
                 answer_headers = {k.lower(): v for k, v in response.headers.items()}
+                if "Range" in headers and response.status == 200:
+                    raise RemoteError(
+                        f"'{url.redacted}' does not answer range requests (it sends the whole file); it "
+                        "cannot be read a window at a time.",
+                        fix="Copy the file into the workspace by other means, or use a server that honours "
+                        "HTTP range requests (any object store does).",
+                    )
                 declared = _declared_length(answer_headers)
                 if declared is not None and declared > max_bytes and response.status in (200, 206):
                     raise RemoteError(
@@ -243,7 +248,9 @@ class Fetcher:
                     )
                 data = bytearray()
                 wanted = max_bytes if response.status in (200, 206) else 4096
-                for chunk in response.stream(64 << 10):
+                # read1: whatever one receive brings, so a trickle is measured against the deadline
+                # between receives (stream() would wait for a whole chunk, a byte a second).
+                while chunk := response.read1(64 << 10):
                     if time.monotonic() > deadline:
                         raise RemoteError(
                             f"'{url.redacted}' took longer than {self.limits.timeout:g} s to answer "
@@ -260,9 +267,13 @@ class Fetcher:
                             fix=_FIX_SERVER,
                         )
                     budget.receive(url.redacted, len(chunk))
+                complete = True
             finally:
-                response.release_conn() if response.status in (200, 206) else response.drain_conn()
-                response.close()
+                # A connection left mid-body (a refusal, a trickle) is closed, never drained.
+                if complete:
+                    response.release_conn()
+                else:
+                    response.close()
         return _Answer(response.status, answer_headers, bytes(data), url)
 
     @contextlib.contextmanager

@@ -21,6 +21,7 @@ from llmc_mcp.operations.about import describe_inputs
 from llmc_mcp.operations.invoke import invoke, preflight
 from llmc_mcp.reflection import gate as gate_module
 from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.remote.allowlist import looks_remote
 from llmc_mcp.sandbox.policy import ModuleProxy, to_plain
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,21 @@ ENGINE_NAMESPACES = frozenset({"raster", "terrain", "hydrology"})
 """The namespaces whose operations do pixel work: on ``--engine dask`` they run in an engine worker."""
 
 
+def names_a_url(value: Any, depth: int = 4) -> bool:
+    """Whether an argument names a URL anywhere (a path, a calc input, a merge source).
+
+    An operation that reads a URL runs in the session's worker even on ``--engine dask``: the bytes
+    come through the server either way, and a Dask worker has no remote access to read them with.
+    """
+    if isinstance(value, str):
+        return looks_remote(value)
+    if depth and isinstance(value, dict):
+        return any(names_a_url(v, depth - 1) for v in list(value.values())[:1000])
+    if depth and isinstance(value, list | tuple):
+        return any(names_a_url(v, depth - 1) for v in value[:1000])
+    return False
+
+
 def _operation_function(
     op: Operation, ctx: OperationContext, gate: RemoteGate, host: HostLink, remote_engine: bool
 ) -> Callable[..., Any]:
@@ -152,7 +168,7 @@ def _operation_function(
 
     def run(*args: Any, **kwargs: Any) -> Any:
         arguments = bind_arguments(op, args, kwargs)
-        if on_engine:
+        if on_engine and not names_a_url(arguments):
             # Checked and gated here, in the agent's call (sampling, review); the work runs in the
             # session's engine worker, which alone holds the cluster's client.
             preflight(op, ctx, gate, arguments)
