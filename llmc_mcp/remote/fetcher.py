@@ -88,7 +88,9 @@ class Fetcher:
             answer = self._request(start, "GET", {"Range": "bytes=0-0"}, max_bytes=1)
             shown = answer.url.redacted
             if answer.status != 206:
-                what = {404: " (not found)", 403: " (forbidden)", 401: " (unauthorized)"}.get(answer.status, "")
+                what = {404: " (not found)", 403: " (forbidden)", 401: " (unauthorized)"}.get(
+                    answer.status, ""
+                )
                 raise RemoteError(
                     f"'{shown}' answered HTTP {answer.status}{what}.",
                     fix="Check the URL; a private object needs the operator's credentials on the server.",
