@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from llmc_mcp.remote.allowlist import looks_remote, redact
+
 _HASH_CHUNK = 1 << 20
 
 
@@ -75,7 +77,7 @@ def capture(
     """Collect what the call inside this block reads, for the records of what it writes."""
     invocation = Invocation(
         operation=operation,
-        parameters=to_jsonable_python(dict(parameters), fallback=str),
+        parameters=_redacted(to_jsonable_python(dict(parameters), fallback=str)),
         justifications=[dict(j) for j in justifications],
         compute_engine=compute_engine,
     )
@@ -84,6 +86,17 @@ def capture(
         yield invocation
     finally:
         _current.reset(token)
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every URL's query values redacted: a signed URL's credentials are in them."""
+    if isinstance(value, str):
+        return redact(value) if looks_remote(value) else value
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def current() -> Invocation | None:

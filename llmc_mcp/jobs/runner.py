@@ -31,7 +31,7 @@ from llmc_mcp.config import Settings
 from llmc_mcp.errors import LlmcError, NotFound
 from llmc_mcp.jobs.models import TERMINAL, JobKind, JobRecord, JobStatus, new_job_id
 from llmc_mcp.jobs.store import LOST, JobStore, bounded_answer, lost_answer
-from llmc_mcp.remote.transport import CallBudget, current_budget
+from llmc_mcp.remote.transport import call_scope
 from llmc_mcp.sandbox.pool import WorkerPool
 from llmc_mcp.sandbox.relay import ProgressHandler
 from llmc_mcp.sessions import job_session, principal
@@ -210,10 +210,10 @@ class JobRunner:
     async def _run(self, live: _Live, work: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
         record = live.record
         current_job.set(record.id)
-        current_budget.set(CallBudget())  # a job's remote reads count against its own budget
         self._update(live, message="running")
         try:
-            answer = await work(record.id)
+            with call_scope(fresh=True):  # a job's remote reads count apart from its starting call's
+                answer = await work(record.id)
         except asyncio.CancelledError:
             if live.cancelling:
                 await self._finish(live, "cancelled", None, "Cancelled; nothing it was writing was kept.")

@@ -17,6 +17,7 @@ from llmc_mcp.capture import capture
 from llmc_mcp.compute.memory import checking_for_job
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Operation, OperationContext
+from llmc_mcp.remote.transport import call_scope
 
 
 class GateLike(Protocol):
@@ -48,7 +49,11 @@ def preflight(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Ma
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate, check, gate and run; an operation that writes is captured for its outputs' records."""
     args = op.validate(raw_args)
-    with gdal_env(ctx), capture(op.qualname, args, compute_engine=ctx.engine.name) as invocation:
+    with (
+        gdal_env(ctx),
+        call_scope(),
+        capture(op.qualname, args, compute_engine=ctx.engine.name) as invocation,
+    ):
         facts = op.check(ctx, args)
         if op.reflection:
             records = gate.require(op, args, facts)

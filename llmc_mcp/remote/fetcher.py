@@ -36,6 +36,7 @@ from llmc_mcp.remote.transport import (
     RemoteError,
     RemoteFile,
     RemoteLimits,
+    call_scope,
     current_budget,
 )
 
@@ -280,18 +281,10 @@ class Fetcher:
 
     @contextlib.contextmanager
     def _budget(self) -> Iterator[CallBudget]:
-        """The running call's budget; a call made outside any (the CLI, a test) gets its own."""
-        budget = current_budget.get()
-        if budget is not None:
+        """The running call's budget (one made for this request alone outside any call)."""
+        with call_scope() as budget:
             budget.limits = self.limits
             yield budget
-            return
-        budget = CallBudget(self.limits)
-        token = current_budget.set(budget)
-        try:
-            yield budget
-        finally:
-            current_budget.reset(token)
 
 
 _FIX_SERVER = "The remote server misbehaves for range reads; copy the file into the workspace by other means."

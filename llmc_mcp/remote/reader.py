@@ -24,6 +24,7 @@ from typing import Any
 
 from rasterio.abc import MultiByteRangeResourceContainer
 
+from llmc_mcp.errors import LlmcError
 from llmc_mcp.remote.allowlist import redact
 from llmc_mcp.remote.transport import RemoteError, RemoteFile, RemoteTransport
 
@@ -52,6 +53,10 @@ class BlockCache:
                 self._blocks.move_to_end(key)
             return block
 
+    def clear(self) -> None:
+        with self._lock:
+            self._blocks.clear()
+
     def put(self, key: tuple[str, str | None, int], block: bytes) -> None:
         with self._lock:
             self._blocks[key] = block
@@ -62,17 +67,17 @@ class BlockCache:
 
 BLOCKS = BlockCache()
 
-_failure: RemoteError | None = None
+_failure: LlmcError | None = None
 _failure_lock = threading.Lock()
 
 
-def _fail(error: RemoteError) -> None:
+def _fail(error: LlmcError) -> None:
     global _failure
     with _failure_lock:
         _failure = error
 
 
-def take_failure() -> RemoteError | None:
+def take_failure() -> LlmcError | None:
     """The remote read that failed since the last call, if any (a worker runs one call at a time)."""
     global _failure
     with _failure_lock:
@@ -174,7 +179,7 @@ class RemoteFileReader:
             size = self._source.file.size - self._position
         try:
             data = self._source.read_cached(self._position, size)
-        except RemoteError as exc:
+        except LlmcError as exc:  # the server's refusal or bound, as it was given
             _fail(exc)
             return b""
         except Exception as exc:
@@ -197,7 +202,7 @@ class RemoteFileReader:
     def get_byte_ranges(self, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
         try:
             return self._source.read_ranges(list(zip(offsets, sizes, strict=True)))
-        except RemoteError as exc:
+        except LlmcError as exc:  # the server's refusal or bound, as it was given
             _fail(exc)
         except Exception as exc:
             _fail(RemoteError(f"reading '{redact(self._source.file.url)}' failed ({type(exc).__name__})."))

@@ -8,7 +8,8 @@ to the server; the server's transport is :class:`~llmc_mcp.remote.fetcher.Fetche
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -152,4 +153,21 @@ class CallBudget:
 
 
 current_budget: ContextVar[CallBudget | None] = ContextVar("llmc_remote_budget", default=None)
-"""The budget of the call being served; set where a call starts (a worker request, a job)."""
+"""The budget of the call being served; set where a call starts (a worker request, a job, an
+operation run in the server's own process)."""
+
+
+@contextmanager
+def call_scope(*, fresh: bool = False) -> Iterator[CallBudget]:
+    """The running call's budget, or a new one for a call that starts here (always, with ``fresh``:
+    a job counts apart from the call that started it)."""
+    budget = current_budget.get()
+    if budget is not None and not fresh:
+        yield budget
+        return
+    budget = CallBudget()
+    token = current_budget.set(budget)
+    try:
+        yield budget
+    finally:
+        current_budget.reset(token)
