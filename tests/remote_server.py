@@ -157,7 +157,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         key = urllib.parse.unquote(parts.path).lstrip("/")
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        owner._record(self.command, key, self.headers.get("Range"), parts.query)
+        owner._record(self.command, key, self.headers.get("Range"), parts.query, dict(self.headers))
         if owner.latency:
             owner._stopping.wait(owner.latency)
         behaviour = owner.behaviours.get(key)
@@ -272,6 +272,7 @@ class RangeServer:
         self._lock = threading.Lock()
         self._requests: list[tuple[str, str, str | None]] = []
         self._queries: list[str] = []
+        self._headers: list[dict[str, str]] = []
         self._pending: dict[str, tuple[int, bytes]] = {}
         self._bytes_sent = 0
         self._modified: dict[str, float] = {}
@@ -357,12 +358,21 @@ class RangeServer:
         with self._lock:
             self._requests.clear()
             self._queries.clear()
+            self._headers.clear()
             self._bytes_sent = 0
 
-    def _record(self, method: str, path: str, asked: str | None, query: str = "") -> None:
+    def _record(
+        self,
+        method: str,
+        path: str,
+        asked: str | None,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         with self._lock:
             self._requests.append((method, path, asked))
             self._queries.append(query)
+            self._headers.append(headers or {})
             pending = self._pending.get(path)
             if pending is not None:
                 left, data = pending
@@ -376,6 +386,12 @@ class RangeServer:
         request that makes the count is answered with the new content): a file changed mid-read."""
         with self._lock:
             self._pending[path] = (requests + 1, bytes(data))
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of every request so far, in order (what a signed request carried)."""
+        with self._lock:
+            return [dict(h) for h in self._headers]
 
     @property
     def query_strings(self) -> list[str]:

@@ -360,3 +360,33 @@ def test_a_format_that_does_not_read_by_ranges_is_refused_naming_the_fix(
     remote.files["cogs/grid.asc"] = b"ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3 4\n"
     with pytest.raises(RasterError, match="copy other formats into the workspace"):
         call(raster.info, ctx, path=remote.url("cogs/grid.asc"))
+
+
+def test_s3_requests_are_signed_with_the_servers_own_credentials(
+    served: RangeServer, ctx: OperationContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against unsigned requests to a private bucket, or credentials from anywhere but the
+    server's environment: an s3:// URL is read from the endpoint the environment names, each request
+    signed (SigV4) with the environment's key, which no result or record shows."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLLMCTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-shown-secret")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", served.base.rstrip("/"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    served.files["bucket-a/dem/tile.tif"] = served.files["cogs/small.tif"]
+    fetcher = Fetcher(Allowlist(["s3://bucket-a/dem/"]), RemoteLimits(timeout=5, retries=0))
+    configure(RemoteAccess(fetcher.allowlist, fetcher))
+    served.reset_counters()
+    try:
+        info = call(raster.info, ctx, path="s3://bucket-a/dem/tile.tif")
+    finally:
+        configure(None)
+        fetcher.close()
+    assert info.width == 256 and info.path == "s3://bucket-a/dem/tile.tif"
+    signatures = [h.get("Authorization", "") for h in served.request_headers]
+    assert signatures and all(
+        a.startswith("AWS4-HMAC-SHA256 Credential=AKIDLLMCTEST/") and "/eu-west-1/s3/" in a
+        for a in signatures
+    )
+    assert "never-shown-secret" not in json.dumps(info.model_dump(mode="json"))
