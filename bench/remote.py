@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine_line, quiet_logs  # noqa: E402
+from _common import ROOT, machine_line, quiet_logs
 
 sys.path.insert(0, str(ROOT))
-from tests.remote_server import RangeServer, make_cog  # noqa: E402
+from tests.remote_server import RangeServer, make_cog
 
 WINDOW = 1024
 RUNS = 3
