@@ -123,3 +123,14 @@ def test_a_worker_asking_for_thousands_of_ranges_at_once_is_refused(
             await host("remote.read", {"file": file, "ranges": [[i, 1] for i in range(5000)]})
 
     anyio.run(ask)
+
+
+def test_the_demo_reads_a_window_of_a_remote_cog_when_given_a_prefix(served: RangeServer) -> None:
+    """Guards against a remote step that only works in-process: the demo's own server (a subprocess
+    over stdio, its worker confined) allows the prefix and clips the centre of the remote COG."""
+    from llmc_mcp.cli.demo import RemoteStep, run_demo
+
+    transcript = run_demo("code", None, RemoteStep(served.base + "cogs/", served.url("cogs/a.tif")))
+    (step,) = [s for s in transcript.steps if "remote" in s.title]
+    assert not step.is_error, step.response
+    assert json.loads(step.response) == [512, 512, 256, 256]

@@ -69,9 +69,17 @@ class Transcript:
         return result
 
 
-def run_demo(mode: str, keep: Path | None) -> Transcript:
+@dataclass(frozen=True)
+class RemoteStep:
+    """The optional remote step: a prefix the demo's server allows, and a COG under it to read."""
+
+    prefix: str
+    raster: str
+
+
+def run_demo(mode: str, keep: Path | None, remote: RemoteStep | None = None) -> Transcript:
     with _workspace(keep) as workspace:
-        transcript = anyio.run(_drive, mode, workspace)
+        transcript = anyio.run(_drive, mode, workspace, remote)
         if keep is None:
             transcript.steps.append(Step("workspace", "", "(temporary; use --keep DIR to keep it)", 0))
         else:
@@ -93,7 +101,7 @@ def _workspace(keep: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def server_parameters(mode: str, workspace: Path) -> StdioServerParameters:
+def server_parameters(mode: str, workspace: Path, allow_remote: str | None = None) -> StdioServerParameters:
     """How the demo starts the server: the installed package, never the code in some directory.
 
     ``-I`` (isolated mode) keeps the working directory, ``PYTHONPATH`` and the user site off
@@ -101,15 +109,14 @@ def server_parameters(mode: str, workspace: Path) -> StdioServerParameters:
     checkout) rather than the demo's own: run from a source clone, ``python -m llmc_mcp`` would
     otherwise import the clone's files instead of the installed package.
     """
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-I", "-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)],
-        cwd=tempfile.gettempdir(),
-    )
+    args = ["-I", "-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)]
+    if allow_remote is not None:
+        args += ["--allow-remote", allow_remote]
+    return StdioServerParameters(command=sys.executable, args=args, cwd=tempfile.gettempdir())
 
 
-async def _drive(mode: str, workspace: Path) -> Transcript:
-    params = server_parameters(mode, workspace)
+async def _drive(mode: str, workspace: Path, remote: RemoteStep | None) -> Transcript:
+    params = server_parameters(mode, workspace, remote.prefix if remote else None)
     transcript = Transcript(mode)
     async with Client(params) as client:
         tools = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -118,6 +125,8 @@ async def _drive(mode: str, workspace: Path) -> Transcript:
             await _code_story(client, transcript)
         else:
             await _classic_story(client, transcript)
+        if remote is not None:
+            await _remote_story(client, transcript, mode, remote.raster)
     if mode == "classic":
         transcript.steps.append(_store_report(workspace))
     return transcript
@@ -205,6 +214,24 @@ async def _classic_story(client: Client, t: Transcript) -> None:
         index_stats,
         await client.call_tool("raster_stats", index_stats),
     )
+
+
+async def _remote_story(client: Client, t: Transcript, mode: str, url: str) -> None:
+    """A window at the centre of a remote COG, read where it lives: only its header and the tiles
+    the window covers travel (the server reads them; the worker has no network)."""
+    if mode == "classic":
+        t.add("raster_info (remote)", {"path": url}, await client.call_tool("raster_info", {"path": url}))
+        return
+    code = (
+        f"url = {url!r}\n"
+        "info = raster.info(url)\n"
+        'b, r = info["bounds"], info["res"]\n'
+        'x, y = (b["left"] + b["right"]) / 2, (b["bottom"] + b["top"]) / 2\n'
+        "w = raster.clip(url, 'remote_window.tif', bounds=[x - 128 * r[0], y - 128 * r[1], x + 128 * r[0], "
+        "y + 128 * r[1]])\n"
+        '[info["width"], info["height"], w["output"]["width"], w["output"]["height"]]'
+    )
+    await _execute(client, t, "execute_code: a window of a remote COG", code)
 
 
 def print_transcript(transcript: Transcript, *, color: bool) -> None:

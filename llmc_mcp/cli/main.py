@@ -134,6 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="Use DIR as the workspace and keep it (default: a temporary directory).",
     )
     demo.add_argument("--plain", action="store_true", help="Plain text even on a terminal.")
+    demo.add_argument(
+        "--allow-remote",
+        default=None,
+        metavar="PREFIX",
+        help="Add a remote step: the server allows PREFIX, and the demo reads --remote-raster under it.",
+    )
+    demo.add_argument(
+        "--remote-raster",
+        default=None,
+        metavar="URL",
+        help="A (cloud-optimized) GeoTIFF under --allow-remote for the remote step.",
+    )
 
     justifications.add_parser(commands, {"help": "Existing workspace (default: current dir)."})
     workflows_cli.add_parser(commands)
@@ -369,10 +381,13 @@ def _stubs(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from llmc_mcp.cli.demo import print_transcript, run_demo
+    from llmc_mcp.cli.demo import RemoteStep, print_transcript, run_demo
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    transcript = run_demo(args.mode, args.keep)
+    if (args.allow_remote is None) != (args.remote_raster is None):
+        _fail("the remote step needs both --allow-remote PREFIX and --remote-raster URL (a COG under it).")
+    remote = RemoteStep(args.allow_remote, args.remote_raster) if args.allow_remote else None
+    transcript = run_demo(args.mode, args.keep, remote)
     print_transcript(transcript, color=sys.stdout.isatty() and not args.plain)
     failed = [s.title for s in transcript.steps if s.is_error and "miss" not in s.title]
     if failed:
