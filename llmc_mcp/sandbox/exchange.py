@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from llmc_mcp.remote.transport import CallBudget, current_budget
+from llmc_mcp.remote.transport import call_scope
 from llmc_mcp.sandbox.channel import AsyncChannel, ChannelClosed, ProtocolError
 from llmc_mcp.sandbox.relay import ProgressHandler, ProgressRelay
 from llmc_mcp.sandbox.worker import WorkerConfig
@@ -84,12 +84,8 @@ async def request(
     channel raises (:class:`ChannelClosed` when the worker dies): the caller decides the session's fate.
     """
     # The call's budget of remote reads, shared with whatever it asks of other workers meanwhile.
-    token = current_budget.set(CallBudget()) if current_budget.get() is None else None
-    try:
+    with call_scope():
         return await _exchange(worker, method, params, handler, on_progress)
-    finally:
-        if token is not None:
-            current_budget.reset(token)
 
 
 async def _exchange(
