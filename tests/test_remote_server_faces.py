@@ -90,6 +90,23 @@ asked
     assert not (tmp_path / "mosaic.tif").exists()
 
 
+async def test_warping_a_remote_scene_asks_the_resampling_question(
+    tmp_path: Path, served: RangeServer
+) -> None:
+    """Guards against a warp of a remote input skipping the `resampling` (and datum) questions."""
+    code = f"""
+try:
+    raster.reproject("{served.url("cogs/a.tif")}", "a_4326.tif", dst_crs="EPSG:4326", resampling="bilinear")
+    asked = []
+except reflection.ReflectionRequired as e:
+    asked = sorted(h["domain"] for h in e.hints)
+asked
+"""
+    async with Client(build_server(settings(tmp_path, served))) as client:
+        answer = await execute(client, code)
+    assert "resampling" in answer["result"], answer
+
+
 def test_the_server_checks_a_workers_request_against_the_allowlist_itself(
     tmp_path: Path, served: RangeServer
 ) -> None:
