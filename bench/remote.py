@@ -201,7 +201,7 @@ def main() -> None:
         ratio = best / reference if reference == reference else float("nan")
         print(f"{name:34} {requests:8d} {received / 2**20:8.2f} {share:7.2%} {best:8.3f} {ratio:7.2f}x")
         summary[name] = {"requests": requests, "bytes": received, "best_s": round(best, 3)}
-    print(json.dumps(summary))
+    print("SUMMARY: " + json.dumps(summary))
 
 
 if __name__ == "__main__":
