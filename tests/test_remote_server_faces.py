@@ -151,3 +151,15 @@ def test_the_demo_reads_a_window_of_a_remote_cog_when_given_a_prefix(served: Ran
     (step,) = [s for s in transcript.steps if "remote" in s.title]
     assert not step.is_error, step.response
     assert json.loads(step.response) == [512, 512, 256, 256]
+
+
+async def test_the_guide_names_the_prefixes_an_agent_may_read(tmp_path: Path, served: RangeServer) -> None:
+    """Guards against an agent that cannot know a URL would be read (or tries URLs on a server that
+    reads none): the instructions name the allowed prefixes, and only when there are some."""
+    prefix = served.base + "cogs/"
+    async with Client(build_server(settings(tmp_path, served))) as client:
+        allowed = client.instructions or ""
+    async with Client(build_server(code_settings(tmp_path))) as client:
+        default = client.instructions or ""
+    assert f"URL under {prefix}" in allowed
+    assert "URL under" not in default and "URLs and /vsi paths are refused" in default

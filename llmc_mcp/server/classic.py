@@ -89,7 +89,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     calls = ResumableCalls()
     server = ClassicServer(
         "llmc-mcp",
-        instructions=classic_instructions(runtime.settings.tools),
+        instructions=classic_instructions(runtime.settings.tools, runtime.settings.allow_remote),
         version=__version__,
         lifespan=worker_lifespan(pool, calls),
         extensions=[TasksExtension(tasks)],

@@ -20,6 +20,17 @@ _PATHS = (
 )
 
 
+def paths_text(allow_remote: Sequence[str] = ()) -> str:
+    """What a path may be on this server: the operator's URL prefixes, when there are any, are named."""
+    if not allow_remote:
+        return _PATHS
+    return (
+        "Paths are relative names in the server's workspace ('data/in.tif'). An input raster may also be a "
+        f"URL under {', '.join(allow_remote)} (read by ranges; outputs stay in the workspace; stac.search "
+        "finds scenes). Absolute paths, '..', other URLs and /vsi paths are refused."
+    )
+
+
 _MISS = """\
   try:
       raster.reproject("in.tif", "out.tif", dst_crs="EPSG:6933", resampling="nearest")
@@ -59,7 +70,7 @@ def classic_operations(namespaces: Sequence[str] | None = None) -> list[Operatio
     return [op for op in CATALOG if op.classic and (namespaces is None or op.namespace in namespaces)]
 
 
-def classic_instructions(namespaces: Sequence[str] | None = None) -> str:
+def classic_instructions(namespaces: Sequence[str] | None = None, allow_remote: Sequence[str] = ()) -> str:
     """The classic guide for the tools served (``namespaces`` as :func:`classic_operations` takes it):
     it names those tools and namespaces only, never one the host cannot call."""
     served = classic_operations(namespaces)
@@ -86,7 +97,8 @@ def classic_instructions(namespaces: Sequence[str] | None = None) -> str:
         "refusal, change the call as fix says; reflection_required...), message and fix.\n\n"
         "Long work: a call is stopped at --exec-timeout. A client that supports MCP tasks gets a long "
         "call back as a task (tasks/get until it completes). Without tasks, do less per call (clip a "
-        "part first, a coarser resolution) or ask the operator to raise --exec-timeout.\n\n" + _PATHS
+        "part first, a coarser resolution) or ask the operator to raise --exec-timeout.\n\n"
+        + paths_text(allow_remote)
     )
 
 
@@ -106,7 +118,7 @@ Answer each prompt_text with {{"intent", "alternatives": [{{"method", "why_not"}
 {_RETRY}
 Answers are cached. Guided tasks: workflows.list(), workflows.start(name, **inputs), then each \
 next_action.
-{_PATHS}
+{paths_text(settings.allow_remote)}
 Limits per call: {settings.exec_timeout:g} s (then variables reset), {settings.memory_mb} MiB, \
 {settings.output_limit} characters of output. Longer work: read_stubs("jobs.start"); or clip first, or \
 ask the operator to raise --exec-timeout.
