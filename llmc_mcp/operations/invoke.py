@@ -17,6 +17,7 @@ from llmc_mcp.capture import capture
 from llmc_mcp.compute.memory import checking_for_job
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations.catalog import Operation, OperationContext
+from llmc_mcp.remote.reader import take_failure
 from llmc_mcp.remote.transport import call_scope
 
 
@@ -49,6 +50,7 @@ def preflight(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Ma
 def invoke(op: Operation, ctx: OperationContext, gate: GateLike, raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate, check, gate and run; an operation that writes is captured for its outputs' records."""
     args = op.validate(raw_args)
+    take_failure()  # a remote read's failure belongs to the call it happened in, never to this one
     with (
         gdal_env(ctx),
         call_scope(),
