@@ -31,7 +31,7 @@ _ENGINE = ("engine", "dask_scheduler")
 Engine = Literal["local", "dask"]
 
 
-CATALOG_NAMESPACES = ("raster", "crs", "files", "provenance", "terrain", "hydrology", "workflows")
+CATALOG_NAMESPACES = ("raster", "crs", "files", "provenance", "terrain", "hydrology", "workflows", "stac")
 """The catalog's namespaces in its order, for ``--tools``. Settings sit below the catalog (every layer
 reads them), so they name its namespaces rather than import it; a test checks the two agree."""
 

@@ -84,6 +84,28 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """In a pytest-xdist worker of a ``--dist loadgroup`` run, each ``xdist_group`` reaches the
+    scheduler as the ``@group`` suffix of its tests' nodeids.
+
+    pytest-xdist 3.8 writes that suffix to ``item._nodeid``, which pytest 9.2 no longer reads (it keeps
+    a structured ``NodeId``): every group was silently dealt out test by test, so the packaging module
+    built its wheel and venv once per process and each client module started its servers once per
+    process (pytest-xdist issue 1386). This runs after every other implementation (xdist's included)
+    and sets the suffix only where it is missing, so it does nothing once xdist's own write works.
+    """
+    yield
+    if not getattr(config.option, "loadgroup", False):  # set by xdist in its workers only
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix):
+            item._id = type(item._id).parse(item.nodeid + suffix)  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In a pytest-xdist worker, hand this worker's count of checked records to the controller (the

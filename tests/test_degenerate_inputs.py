@@ -211,6 +211,16 @@ def arguments(op: Operation, case: Case) -> dict[str, Any]:
     return args
 
 
+HYDROLOGY_PROCESS = pytest.mark.xdist_group("degenerate-hydrology")
+"""The hydrology calls run in one process of a parallel run: the first compiles pyflwdir's numba
+kernels in the process (seconds, 14 s under load; the later calls take milliseconds), and dealt out one
+by one each process compiled them again."""
+
+
+def _one_process(op: Operation) -> list[pytest.MarkDecorator]:
+    return [HYDROLOGY_PROCESS] if op.namespace == "hydrology" else []
+
+
 def params() -> Iterator[Any]:
     """Every operation with every case it can take; one skip, with the reason, for one that takes none."""
     made: set[tuple[str, str]] = set()
@@ -225,7 +235,7 @@ def params() -> Iterator[Any]:
             )
         for case in cases:
             made.add((op.qualname, case.id))
-            yield pytest.param(op, case, id=f"{op.qualname}-{case.id}")
+            yield pytest.param(op, case, id=f"{op.qualname}-{case.id}", marks=_one_process(op))
     unmade = sorted(set(KNOWN) - made)
     if unmade:  # a worked answer for a renamed operation or case would silently never be checked
         raise LookupError(f"KNOWN has answers for calls that are not made: {unmade}")
@@ -381,6 +391,7 @@ def test_a_degenerate_input_gets_an_answer_or_a_named_refusal(
         check(result, workspace_root)
 
 
+@HYDROLOGY_PROCESS
 def test_a_grid_draining_only_in_loops_is_refused_as_a_loop(context: OperationContext) -> None:
     """Guards against an internal error when no cell drains nowhere: two cells pointing at each other
     (1 east, 16 west) have no outlet, which pyflwdir rejects before the loop check could name it."""

@@ -25,8 +25,10 @@ from rasterio.transform import from_origin
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import CATALOG
 from llmc_mcp.reflection.gate import PersistResult
+from llmc_mcp.remote.access import configure
 from llmc_mcp.server.app import build_server
 from tests.mcp_helpers import justification_for, text
+from tests.remote_server import RangeServer, stac_api, stac_item
 
 pytestmark = pytest.mark.anyio
 
@@ -81,8 +83,9 @@ async def succeed(
     return result
 
 
-def one_call_per_tool(workflow_state: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """Valid, cheap arguments for every classic tool, in an order where each input already exists."""
+def one_call_per_tool(workflow_state: dict[str, Any], stac: str) -> list[tuple[str, dict[str, Any]]]:
+    """Valid, cheap arguments for every classic tool, in an order where each input already exists
+    (``stac``: the root of a loopback STAC API the server may read)."""
     centre = [EAST + 6.5 * CELL, NORTH - 6.5 * CELL]
     return [
         ("raster_info", {"path": "dem.tif"}),
@@ -121,6 +124,8 @@ def one_call_per_tool(workflow_state: dict[str, Any]) -> list[tuple[str, dict[st
         ("workflow_list", {}),
         ("workflow_start", {"name": "chain_of_thought", "inputs": [{"name": "problem", "value": "Why?"}]}),
         ("workflow_submit", workflow_state),
+        ("stac_search", {"url": stac, "collections": ["demo"]}),
+        ("stac_item", {"url": f"{stac}collections/demo/items/scene"}),
     ]
 
 
@@ -141,10 +146,23 @@ async def test_every_classic_tool_declares_its_result_model_as_output_schema(
 async def test_every_classic_tools_success_conforms_to_its_output_schema(terrain_dir: Path) -> None:
     """Guards against a declared schema that the results break (a host's typed code would then fail)."""
     checked: set[str] = set()
-    async with Client(build_server(Settings(mode="classic", workspace=terrain_dir))) as client:
+    with RangeServer() as catalog:
+        catalog.files["cogs/scene.tif"] = (terrain_dir / "dem.tif").read_bytes()
+        asset = {"href": catalog.url("cogs/scene.tif"), "type": "image/tiff", "roles": ["data"]}
+        item = stac_item("scene", datetime="2024-06-01", bbox=(8, 45, 9, 46), epsg=32632, assets={"a": asset})
+        root = stac_api(catalog, items=[item], root="apis/stac/", collection="demo")
+        settings = Settings(mode="classic", workspace=terrain_dir, allow_remote=(catalog.base,))
+        try:
+            await _every_tool_once(settings, root, checked)
+        finally:
+            configure(None)  # the in-process server allowed the catalog; the next test's must not
+
+
+async def _every_tool_once(settings: Settings, stac: str, checked: set[str]) -> None:
+    async with Client(build_server(settings)) as client:
         schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
         state: dict[str, Any] = {}
-        for tool, arguments in one_call_per_tool(state):
+        for tool, arguments in one_call_per_tool(state, stac):
             persisted: list[CallToolResult] = []
             result = await succeed(client, tool, arguments, persisted)
             for name, done in [(tool, result), *(("persist_justification", p) for p in persisted)]:

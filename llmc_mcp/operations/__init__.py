@@ -3,7 +3,7 @@ sandbox bindings) picks it up; nothing else needs editing."""
 
 from __future__ import annotations
 
-from llmc_mcp.operations import crs, files, hydrology, provenance, raster, terrain
+from llmc_mcp.operations import crs, files, hydrology, provenance, raster, stac, terrain
 from llmc_mcp.operations.catalog import Operation, OperationContext, get_operation, publish
 from llmc_mcp.operations.workflows import operations as workflows
 
@@ -40,6 +40,8 @@ CATALOG: tuple[Operation, ...] = (
     workflows.start,
     workflows.submit,
     workflows.state,
+    stac.search,
+    stac.item,
 )
 
 NAMESPACES: tuple[str, ...] = tuple(dict.fromkeys(op.namespace for op in CATALOG))

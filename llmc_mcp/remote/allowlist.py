@@ -63,8 +63,8 @@ class RemoteUrl:
             self.scheme == prefix.scheme
             and self.host == prefix.host
             and self.port == prefix.port
-            and self.path.startswith(prefix.path)
-            and len(self.path) > len(prefix.path)
+            # The folder itself counts (a STAC API's root is often written with or without its '/').
+            and (self.path.startswith(prefix.path) or self.path == prefix.path.rstrip("/"))
         )
 
 

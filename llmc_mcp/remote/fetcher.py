@@ -140,9 +140,11 @@ class Fetcher:
             headers = {"Accept": "application/json, application/geo+json"}
             answer = self._request(start, method, headers, max_bytes=self.limits.document_bytes, body=body)
             if answer.status != 200:
+                said = _excerpt(answer.body)
                 raise RemoteError(
-                    f"'{answer.url.redacted}' answered HTTP {answer.status}.",
-                    fix="Check the URL (a STAC API root, a collection or an item).",
+                    f"'{answer.url.redacted}' answered HTTP {answer.status}"
+                    f"{f' ({said})' if said else ''}.",
+                    fix="Check the URL (a STAC API root, a collection or an item) and the search terms.",
                 )
             return answer.body
 
@@ -242,12 +244,13 @@ class Fetcher:
                         fix="Copy the file into the workspace by other means, or use a server that honours "
                         "HTTP range requests (any object store does).",
                     )
+                too_long = _FIX_SERVER if "Range" in headers else _FIX_DOCUMENT
                 declared = _declared_length(answer_headers)
                 if declared is not None and declared > max_bytes and response.status in (200, 206):
                     raise RemoteError(
                         f"'{url.redacted}' declares a body of {declared} bytes where at most {max_bytes} "
                         "were asked for; it is not read.",
-                        fix=_FIX_SERVER,
+                        fix=too_long,
                     )
                 data = bytearray()
                 wanted = max_bytes if response.status in (200, 206) else 4096
@@ -267,7 +270,7 @@ class Fetcher:
                             break
                         raise RemoteError(
                             f"'{url.redacted}' sent more than the {max_bytes} bytes asked for.",
-                            fix=_FIX_SERVER,
+                            fix=too_long,
                         )
                     budget.receive(url.redacted, len(chunk))
                 complete = True
@@ -288,11 +291,22 @@ class Fetcher:
 
 
 _FIX_SERVER = "The remote server misbehaves for range reads; copy the file into the workspace by other means."
+_FIX_DOCUMENT = (
+    "Ask for less (a smaller limit, fewer items per page), or ask the operator for a larger "
+    "document bound (--remote-limits document_kb=N)."
+)
 
 
 def _declared_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length", "")
     return int(value) if value.isdigit() else None
+
+
+def _excerpt(body: bytes, limit: int = 300) -> str:
+    """What an error answer says, as one short line of printable text (the server is not trusted)."""
+    text = body[: limit * 4].decode("utf-8", errors="replace")
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return " ".join(text.split())[:limit]
 
 
 def _reason(exc: BaseException) -> str:

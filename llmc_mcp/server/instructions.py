@@ -108,7 +108,7 @@ def code_instructions(settings: Settings) -> str:
 read_stubs() lists the functions by module; read_stubs("raster.reproject") shows one function: \
 signature, result shape, errors. execute_code(code) runs Python with {modules} preloaded; variables \
 persist per session (reset=True clears them). Print summaries; the last expression is returned.
-Imports: those modules, math, statistics, json, re, itertools, functools, collections, datetime.
+Imports: math, statistics, json, re, itertools, functools, collections, datetime.
 Errors raise ApiError: e.type is the kind ("not_found", "refused"...), e.fix what to do. \
 A consequential choice (target CRS, resampling, lossy compression) raises reflection.ReflectionRequired \
 with one hint per decision; uncaught, execute_code returns them:

@@ -11,6 +11,21 @@ here run each scenario once and check it:
   completes (the miss, then one call that persists every hint and retries);
 - classic mode: the same reprojection through ``raster_reproject`` and ``persist_justification``.
 
+Not every client runs every transport in every mode (the full cross product took five minutes): each
+runs one mode over stdio and the other over HTTP (:data:`RUNS`), so every (client, transport) and every
+(client, mode) pair occurs, and so does each case whose answer differs:
+
+- code mode over HTTP in the stateless era, where the variable comes back through the session handle
+  (openai-agents, fastmcp), and in the handshake era, where the mcp-session-id keeps it (langchain's
+  session); code mode over stdio, where the connection is the session (pydantic-ai);
+- classic mode over stdio (openai-agents, fastmcp, langchain's session) and over stateless HTTP
+  (pydantic-ai);
+- langchain's new session per call (``get_tools()``): over stdio in code mode the variable is gone
+  (a NameError); over HTTP in both modes the hint is refused in the next call (DD-MCP-028). Its
+  classic run over stdio (a new server process for the miss, each persist and the retry) is left to
+  the Inspector, which calls the same way (``test_inspector.py``), and to
+  ``tests/test_pending_hints.py``.
+
 The README's "Clients" table summarises what each client needs. Every test skips when a client is
 not installed, and fails instead with ``LLMC_MCP_REQUIRE_CLIENTS=1`` (CI).
 """
@@ -79,17 +94,32 @@ class Case:
         return "-".join(p for p in (self.client, self.variant, self.transport, self.mode) if p)
 
 
+RUNS = (
+    Case("openai-agents", "http", "code"),
+    Case("openai-agents", "stdio", "classic"),
+    Case("pydantic-ai", "stdio", "code"),
+    Case("pydantic-ai", "http", "classic"),
+    Case("langchain-mcp-adapters", "stdio", "code", "per-call"),
+    Case("langchain-mcp-adapters", "http", "code", "per-call"),
+    Case("langchain-mcp-adapters", "http", "classic", "per-call"),
+    Case("langchain-mcp-adapters", "http", "code", "session"),
+    Case("langchain-mcp-adapters", "stdio", "classic", "session"),
+    Case("fastmcp", "http", "code"),
+    Case("fastmcp", "stdio", "classic"),
+)
+"""The scenario runs: each client (and each way langchain connects) in both modes and both transports,
+not in every combination of them; the module docstring says what each run stands for."""
+
+
 def cases(mode: str) -> list[Any]:
     out = []
-    for client in CLIENTS:
-        variants = ["per-call", "session"] if client == "langchain-mcp-adapters" else [""]
-        for variant in variants:
-            for transport in ("stdio", "http"):
-                case = Case(client, transport, mode, variant)
-                marks = []
-                if (client, variant) == LANGCHAIN_PER_CALL and transport == "http":
-                    marks = [pytest.mark.xfail(strict=True, reason=PER_CALL_HTTP_GATE)]
-                out.append(pytest.param(case, id=case.id, marks=marks))
+    for case in RUNS:
+        if case.mode != mode:
+            continue
+        marks = []
+        if (case.client, case.variant) == LANGCHAIN_PER_CALL and case.transport == "http":
+            marks = [pytest.mark.xfail(strict=True, reason=PER_CALL_HTTP_GATE)]
+        out.append(pytest.param(case, id=case.id, marks=marks))
     return out
 
 
@@ -264,3 +294,13 @@ def test_langchain_per_call_over_http_persist_is_refused(scenario, mode: str) ->
     for refused in refusals:
         assert refused["is_error"] and refused["error_type"] == "not_found", refused["text"]
         assert "was not issued to this session" in refused["text"]
+
+
+def test_every_client_runs_over_each_transport_and_in_each_mode() -> None:
+    """Guards against a change to :data:`RUNS` that leaves a client untried over a transport or in a mode."""
+    for client in CLIENTS:
+        variants = {c.variant for c in RUNS if c.client == client}
+        for variant in variants:
+            runs = [c for c in RUNS if (c.client, c.variant) == (client, variant)]
+            assert {c.transport for c in runs} == {"stdio", "http"}, (client, variant)
+            assert {c.mode for c in runs} == {"code", "classic"}, (client, variant)
