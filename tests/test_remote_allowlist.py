@@ -10,7 +10,7 @@ import pytest
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import PathRefused
-from llmc_mcp.remote.allowlist import Allowlist, looks_remote, parse_url, redact
+from llmc_mcp.remote.allowlist import Allowlist, looks_remote, redact
 from llmc_mcp.remote.transport import RemoteLimits
 from llmc_mcp.sandbox.bindings import names_a_url
 

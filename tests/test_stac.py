@@ -66,7 +66,7 @@ def served() -> Iterator[RangeServer]:
 
 
 def allowed(server: RangeServer) -> list[str]:
-    """The APIs' parent, not their roots: a prefix allows the URLs below it, not itself."""
+    """The APIs' parent and the COGs' folder (a prefix allows its folder and everything below it)."""
     return [server.base + "apis/", server.base + "cogs/"]
 
 
