@@ -6,13 +6,18 @@ prefix comparison on strings would fall for.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import PathRefused
+from llmc_mcp.gdal.messages import translate_gdal_error
+from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.remote.allowlist import Allowlist, looks_remote, redact
 from llmc_mcp.remote.transport import RemoteLimits
 from llmc_mcp.sandbox.bindings import names_a_url
+from llmc_mcp.workspace import Workspace
 
 ALLOWED = Allowlist(["https://data.example.org/cogs/", "http://127.0.0.1:8080/mirror/", "s3://open-data/dem/"])
 
@@ -119,3 +124,11 @@ def test_an_operation_naming_a_url_anywhere_in_its_arguments_is_seen_as_remote()
     assert names_a_url({"inputs": [{"name": "a", "path": "https://x.org/a/b.tif"}], "dst": "o.tif"})
     assert names_a_url({"sources": ["a.tif", "s3://b/k.tif"]})
     assert not names_a_url({"src": "a.tif", "dst": "b.tif", "options": {"compress": "deflate"}})
+
+
+def test_a_gdal_message_naming_a_remote_dataset_shows_its_url_redacted(tmp_path: Path) -> None:
+    """Guards against GDAL's name for a remote dataset (rasterio's opener prefix and the signed URL)
+    reaching an agent, or its URL being mangled as if it were an absolute path."""
+    error = Exception("'/vsiriopener_0a1b/https://h.org/a.tif?sig=s3cr3t' is not a TIFF; see /etc/x/y")
+    text = translate_gdal_error(error, OperationContext(Workspace(tmp_path), 1), tmp_path / "a.tif")
+    assert text == "'https://h.org/a.tif?sig=REDACTED' is not a TIFF; see <path>"

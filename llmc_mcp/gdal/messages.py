@@ -11,6 +11,7 @@ from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 
 from llmc_mcp.gdal.environment import GdalContext
+from llmc_mcp.remote.allowlist import redact
 from llmc_mcp.remote.reader import take_failure
 
 GDAL_ERRORS: tuple[type[Exception], ...] = (RasterioError, CPLE_BaseError)
@@ -19,6 +20,7 @@ GDAL_ERRORS: tuple[type[Exception], ...] = (RasterioError, CPLE_BaseError)
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s'\",:/]+/)+[^\s'\",:]*")
 _UNHELPFUL = ("See previous exception for details.",)
+_OPENER_NAME = re.compile(r"/vsiriopener_[0-9a-f]+/([^\s'\",]+)")
 MAX_MESSAGE_CHARS = 500
 
 
@@ -49,11 +51,21 @@ def translate_gdal_error(exc: BaseException, ctx: GdalContext, path: Path, shown
     # GDAL repeats its root cause inside the wrapping messages; keep each fact once.
     distinct = [m for m in messages if not any(m != other and m in other for other in messages)]
     text = "; ".join(reversed(distinct)) or type(exc).__name__
+    # A remote dataset's name is rasterio's opener prefix and the URL: shown as the URL, redacted, and
+    # kept apart while absolute paths are hidden (a URL's path looks like one).
+    urls: list[str] = []
+
+    def set_aside(found: re.Match[str]) -> str:
+        urls.append(redact(found.group(1)))
+        return f"\x00{len(urls) - 1}\x00"
+
+    text = _OPENER_NAME.sub(set_aside, text)
     label = shown if shown is not None else relative_or_name(ctx, path)
     text = text.replace(str(path), label)
     root = str(ctx.workspace.root)
     text = text.replace(root + os.sep, "").replace(root, ".")
     text = _ABSOLUTE_PATH.sub("<path>", text)
+    text = re.sub(r"\x00(\d+)\x00", lambda m: urls[int(m.group(1))], text)
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
