@@ -163,3 +163,16 @@ async def test_the_guide_names_the_prefixes_an_agent_may_read(tmp_path: Path, se
         default = client.instructions or ""
     assert f"URL under {prefix}" in allowed
     assert "URL under" not in default and "URLs and /vsi paths are refused" in default
+
+
+async def test_a_job_reads_an_allowed_url_through_the_server(tmp_path: Path, served: RangeServer) -> None:
+    """Guards against remote reading that works in a call but not in a job: a job's worker is
+    another process, and it too reaches the URL only through the server."""
+    code = (
+        f'job = jobs.start(raster.stats, "{served.url("cogs/b.tif")}")\njobs.wait(job, timeout=15)["status"]'
+    )
+    async with Client(build_server(settings(tmp_path, served))) as client:
+        started = await execute(client, code)
+        result = await execute(client, 'jobs.result(job)["bands"][0]["valid_count"]')
+    assert started["result"] == "completed", started
+    assert result["result"] == 512 * 512, result
