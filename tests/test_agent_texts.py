@@ -24,7 +24,12 @@ from llmc_mcp.errors import InvalidArgument
 from llmc_mcp.operations import CATALOG, NAMESPACES, get_operation
 from llmc_mcp.sandbox.failures import timeout_fix
 from llmc_mcp.server.app import build_server
-from llmc_mcp.server.instructions import CODE_BOOTSTRAP_LIMIT, bootstrap_tokens, classic_instructions
+from llmc_mcp.server.instructions import (
+    CODE_BOOTSTRAP_LIMIT,
+    REMOTE_NAMESPACES,
+    bootstrap_tokens,
+    classic_instructions,
+)
 from llmc_mcp.stubs.render import StubSet
 from tests.mcp_helpers import structured, text
 
@@ -106,8 +111,10 @@ def test_the_classic_guide_names_the_catalogs_namespaces_and_not_code_mode() -> 
     guide = classic_instructions()
     assert "show(" not in guide and "inspection, statistics, reprojection and conversion" not in guide
     with_tools = [ns for ns in NAMESPACES if any(op.classic and op.namespace == ns for op in CATALOG)]
-    assert f"in the namespaces {', '.join(with_tools)}:" in guide
-    assert "terrain" in with_tools and "hydrology" in with_tools
+    local = [ns for ns in with_tools if ns not in REMOTE_NAMESPACES]
+    assert f"in the namespaces {', '.join(local)}:" in guide
+    assert f"in the namespaces {', '.join(with_tools)}:" in classic_instructions(None, ["https://x.org/a/"])
+    assert "terrain" in with_tools and "hydrology" in with_tools and "stac" not in local
 
 
 # ---------------------------------------------------------------------------- the guide tool's name

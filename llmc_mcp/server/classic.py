@@ -96,7 +96,7 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     )
     server.pool = pool  # type: ignore[attr-defined]
     server.resource_lister = serve_resources(server, runtime, pool, None)
-    for op in classic_operations(runtime.settings.tools):
+    for op in classic_operations(runtime.settings.tools, runtime.settings.allow_remote):
         server.add_tool(
             _operation_tool(op, pool, calls, runtime.settings, tasks),
             name=op.tool_name,
@@ -132,7 +132,8 @@ def build_classic_server(runtime: Runtime) -> MCPServer:
     }
     for template in runtime.gate.prompts:
         server.add_prompt(_prompt(template))
-    serve_tasks(server, tasks, frozenset(op.tool_name for op in classic_operations(runtime.settings.tools)))
+    served = classic_operations(runtime.settings.tools, runtime.settings.allow_remote)
+    serve_tasks(server, tasks, frozenset(op.tool_name for op in served))
     return server
 
 

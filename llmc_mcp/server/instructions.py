@@ -64,16 +64,30 @@ def bootstrap_tokens(tools: Sequence[Mapping[str, Any]], instructions: str) -> i
     return count_json_tokens(given) + count_tokens(instructions)
 
 
-def classic_operations(namespaces: Sequence[str] | None = None) -> list[Operation]:
+REMOTE_NAMESPACES = frozenset({"stac"})
+"""Namespaces that only read URLs: classic mode serves their tools when the operator allowed a prefix
+(``--allow-remote``), so a host never lists tools that can only refuse."""
+
+
+def classic_operations(
+    namespaces: Sequence[str] | None = None, allow_remote: Sequence[str] = ()
+) -> list[Operation]:
     """The operations classic mode serves as tools: every classic one, or those of ``namespaces``
-    (``--tools``); the tool list and the guide both come from this one selection."""
-    return [op for op in CATALOG if op.classic and (namespaces is None or op.namespace in namespaces)]
+    (``--tools``), and the remote ones only where URLs may be read; the tool list and the guide both
+    come from this one selection."""
+    return [
+        op
+        for op in CATALOG
+        if op.classic
+        and (namespaces is None or op.namespace in namespaces)
+        and (op.namespace not in REMOTE_NAMESPACES or allow_remote)
+    ]
 
 
 def classic_instructions(namespaces: Sequence[str] | None = None, allow_remote: Sequence[str] = ()) -> str:
     """The classic guide for the tools served (``namespaces`` as :func:`classic_operations` takes it):
     it names those tools and namespaces only, never one the host cannot call."""
-    served = classic_operations(namespaces)
+    served = classic_operations(namespaces, allow_remote)
     tools = "\n".join(f"- {op.tool_name}: {op.summary}" for op in served)
     names = [ns for ns in NAMESPACES if any(op.namespace == ns for op in served)]
     workflows = (
