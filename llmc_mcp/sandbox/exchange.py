@@ -85,33 +85,23 @@ async def request(
     """
     # The call's budget of remote reads, shared with whatever it asks of other workers meanwhile.
     with call_scope():
-        return await _exchange(worker, method, params, handler, on_progress)
-
-
-async def _exchange(
-    worker: Worker,
-    method: str,
-    params: dict[str, Any],
-    handler: HostHandler,
-    on_progress: ProgressHandler | None,
-) -> Any:
-    request_id = worker.next_id()
-    await worker.channel.send({"id": request_id, "method": method, "params": params})
-    progress = ProgressRelay(on_progress)
-    while True:
-        message = await worker.channel.receive()
-        if "method" in message and "id" not in message:
-            if message["method"] == "progress":
-                await progress.relay(message.get("params"))
-            continue
-        if "method" in message:
-            await worker.channel.send(await _serve(worker, message, handler))
-            continue
-        if message.get("id") != request_id:
-            raise ProtocolError("worker answered out of order")
-        if "error" in message:
-            raise ProtocolError(str(message["error"]))
-        return message.get("result")
+        request_id = worker.next_id()
+        await worker.channel.send({"id": request_id, "method": method, "params": params})
+        progress = ProgressRelay(on_progress)
+        while True:
+            message = await worker.channel.receive()
+            if "method" in message and "id" not in message:
+                if message["method"] == "progress":
+                    await progress.relay(message.get("params"))
+                continue
+            if "method" in message:
+                await worker.channel.send(await _serve(worker, message, handler))
+                continue
+            if message.get("id") != request_id:
+                raise ProtocolError("worker answered out of order")
+            if "error" in message:
+                raise ProtocolError(str(message["error"]))
+            return message.get("result")
 
 
 async def _serve(worker: Worker, message: Mapping[str, Any], handler: HostHandler) -> dict[str, Any]:

@@ -18,15 +18,16 @@ from typing import Any
 import pytest
 import rasterio
 
-from llmc_mcp.operations import CATALOG
 from llmc_mcp.reflection.prompts import PromptLibrary
+from llmc_mcp.server.instructions import classic_operations
 from tests.mcp_helpers import justification_for
 
 pytestmark = pytest.mark.clients
 
 SOURCE = "RGB.byte.tif"  # copied into every workspace by the fixtures
 CODE_TOOLS = ["00_INIT", "execute_code", "read_stubs"]
-CLASSIC_TOOLS = sorted([*(op.tool_name for op in CATALOG if op.classic), "persist_justification"])
+CLASSIC_TOOLS = sorted([*(op.tool_name for op in classic_operations()), "persist_justification"])
+"""What a server that reads no URLs lists (the ``stac`` tools come with ``--allow-remote``)."""
 PROMPTS = sorted(PromptLibrary.default().names())
 REPROJECT_CALL = f'raster.reproject("{SOURCE}", "rgb_4326.tif", dst_crs="EPSG:4326", resampling="nearest")'
 REPROJECT_ARGS = {"src": SOURCE, "dst": "rgb_4326.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}

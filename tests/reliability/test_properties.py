@@ -31,11 +31,12 @@ from mcp.types import CallToolResult
 
 from llmc_mcp.config import Settings
 from llmc_mcp.errors import LlmcError
-from llmc_mcp.operations import CATALOG, get_operation
+from llmc_mcp.operations import get_operation
 from llmc_mcp.reflection.gate import Gate
 from llmc_mcp.reflection.prompts import PromptLibrary
 from llmc_mcp.reflection.store import JustificationStore
 from llmc_mcp.server.app import build_server
+from llmc_mcp.server.instructions import classic_operations
 from llmc_mcp.server.results import result_data
 from tests.mcp_helpers import justification_for, text
 from tests.reliability._strategies import (
@@ -71,8 +72,9 @@ def profile(max_examples: int) -> settings:
     return settings(max_examples=max_examples, **PROFILE)
 
 
-SCHEMAS = {op.tool_name: op.arguments.model_json_schema() for op in CATALOG if op.classic}
-"""The classic tools' input schemas come from the same signatures (checked below)."""
+SCHEMAS = {op.tool_name: op.arguments.model_json_schema() for op in classic_operations()}
+"""The classic tools' input schemas come from the same signatures (checked below); those a server that
+reads no URLs serves (``stac`` tools are tested in tests/test_stac.py)."""
 CLASSIC_CASES = st.sampled_from(sorted(SCHEMAS)).flatmap(
     lambda tool: st.tuples(st.just(tool), arguments_for(SCHEMAS[tool]))
 )
@@ -128,6 +130,7 @@ async def code_client(workspace_dir: Path):
 
 async def test_the_static_schemas_are_the_tools_schemas(classic: Client) -> None:
     listed = {t.name: t.input_schema for t in (await classic.list_tools()).tools}
+    assert set(listed) == {*SCHEMAS, "persist_justification"}
     for name, schema in SCHEMAS.items():
         assert sorted(listed[name]["properties"]) == sorted(schema["properties"])
         assert listed[name].get("required") == schema.get("required")
