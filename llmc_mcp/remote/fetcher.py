@@ -168,6 +168,11 @@ class Fetcher:
         if answer.status != 206 or found is None:
             raise RemoteError(f"'{shown}' answered HTTP {answer.status} to a range request.", fix=_FIX_SERVER)
         first, last = int(found.group(1)), int(found.group(2))
+        if found.group(3) not in ("*", str(file.size)):
+            raise RemoteError(
+                f"'{shown}' changed while it was being read (its size is no longer {file.size} bytes).",
+                fix="Run the call again: it reads the new version from the start.",
+            )
         if first != offset or last != offset + length - 1 or len(answer.body) != length:
             raise RemoteError(f"'{shown}' sent other bytes than the range asked for.", fix=_FIX_SERVER)
         etag = answer.headers.get("etag")
