@@ -176,3 +176,14 @@ async def test_a_job_reads_an_allowed_url_through_the_server(tmp_path: Path, ser
         result = await execute(client, 'jobs.result(job)["bands"][0]["valid_count"]')
     assert started["result"] == "completed", started
     assert result["result"] == 512 * 512, result
+
+
+async def test_a_classic_tool_reads_an_allowed_url(tmp_path: Path, served: RangeServer) -> None:
+    """Guards against remote reading that only the code face has: a classic tool's operation runs in
+    the session's worker too, and reads through the server the same way."""
+    classic = settings(tmp_path, served, mode="classic")
+    async with Client(build_server(classic)) as client:
+        result = await client.call_tool("raster_info", {"path": served.url("cogs/a.tif")})
+    assert not result.is_error, result
+    assert result.structured_content["width"] == 512
+    assert result.structured_content["path"] == served.url("cogs/a.tif")
