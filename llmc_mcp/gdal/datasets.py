@@ -22,6 +22,7 @@ from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import NotFound, PathRefused, RasterError, Refused
 from llmc_mcp.gdal.environment import READ_DRIVERS, REGISTERED_DRIVERS, GdalContext
 from llmc_mcp.gdal.messages import GDAL_ERRORS, relative_or_name, translate_gdal_error
+from llmc_mcp.gdal.pointing import check_pointing_metadata
 from llmc_mcp.gdal.remote_datasets import open_remote
 from llmc_mcp.remote.allowlist import RemoteUrl, looks_remote
 
@@ -307,11 +308,6 @@ def _open_own(
     return dataset
 
 
-POINTING_DOMAINS = ("OVERVIEWS",)
-"""Metadata domains whose items GDAL follows by itself. ``OVERVIEWS`` holds ``OVERVIEW_FILE``: any
-name or URL (``:::BASE:::`` for one relative to the raster), opened with every registered driver as
-soon as overviews, masks or the file list are asked for. A dataset carrying one is refused."""
-
 MAX_SIDECAR_DEPTH = 4
 """How deep overviews of overviews (``x.tif.ovr.ovr``...) are checked before GDAL lists them."""
 
@@ -328,7 +324,7 @@ def check_dataset(ctx: GdalContext, dataset: Any, path: Path, argument: str = "p
     shown = ctx.workspace.relative(path)
     # Its header or .aux.xml may name a grid by path, which PROJ would open when it is warped.
     check_file_crs(dataset.crs.to_wkt() if dataset.crs else None, argument, shown)
-    _check_pointing_metadata(dataset, shown, shown, argument)
+    check_pointing_metadata(dataset, shown, shown, argument)
     _check_side_datasets(ctx, path, shown, argument, MAX_SIDECAR_DEPTH)
     try:
         files = dataset.files
@@ -340,20 +336,6 @@ def check_dataset(ctx: GdalContext, dataset: Any, path: Path, argument: str = "p
         ) from None
     for listed in files:
         _check_used_file(ctx, Path(listed), path, shown, argument)
-
-
-def _check_pointing_metadata(dataset: Any, shown: str, holder: str, argument: str) -> None:
-    for domain in POINTING_DOMAINS:
-        items = dataset.tags(ns=domain)
-        if items:
-            item = sorted(items)[0]
-            where = "" if holder == shown else f" (in its sidecar '{holder}')"
-            raise PathRefused(
-                f"{argument}: '{shown}' has metadata {domain}/{item}{where} that names another file or URL "
-                "for GDAL to open by itself; such rasters are refused.",
-                fix=f"Remove the {item} item (it lives in the file's GDAL metadata or in its .aux.xml), or "
-                "pass a copy of the raster written without it.",
-            )
 
 
 def _check_side_datasets(ctx: GdalContext, path: Path, shown: str, argument: str, depth: int) -> None:
@@ -375,7 +357,7 @@ def _check_side_datasets(ctx: GdalContext, path: Path, shown: str, argument: str
         except GDAL_ERRORS:
             continue  # GDAL will not open it either
         with side:
-            _check_pointing_metadata(side, shown, candidate.name, argument)
+            check_pointing_metadata(side, shown, candidate.name, argument)
         _check_side_datasets(ctx, candidate, shown, argument, depth - 1)
 
 

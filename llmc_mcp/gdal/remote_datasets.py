@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import Any
 
 import rasterio
 from rasterio.io import DatasetReader
@@ -22,6 +21,7 @@ from llmc_mcp.crs_text import check_file_crs
 from llmc_mcp.errors import RasterError
 from llmc_mcp.gdal.environment import GdalContext
 from llmc_mcp.gdal.messages import GDAL_ERRORS
+from llmc_mcp.gdal.pointing import check_pointing_metadata
 from llmc_mcp.remote.access import remote_access
 from llmc_mcp.remote.allowlist import RemoteUrl, looks_remote, parse_url
 from llmc_mcp.remote.reader import RemoteOpener, RemoteSource, take_failure
@@ -90,7 +90,7 @@ def open_remote(ctx: GdalContext, name: str, argument: str) -> DatasetReader:
     dataset = _open_with_remote_drivers(url_text := str(url), RemoteOpener(url_text, source), shown, argument)
     try:
         check_file_crs(dataset.crs.to_wkt() if dataset.crs else None, argument, shown)
-        _check_pointing(dataset, shown, argument)
+        check_pointing_metadata(dataset, shown, shown, argument)
     except BaseException:
         dataset.close()
         raise
@@ -121,17 +121,3 @@ def _open_with_remote_drivers(url: str, opener: RemoteOpener, shown: str, argume
         fix="Pass the URL of a (cloud-optimized) GeoTIFF or JPEG 2000; copy other formats into the "
         "workspace first.",
     )
-
-
-def _check_pointing(dataset: Any, shown: str, argument: str) -> None:
-    from llmc_mcp.errors import PathRefused
-    from llmc_mcp.gdal.datasets import POINTING_DOMAINS
-
-    for domain in POINTING_DOMAINS:
-        items = dataset.tags(ns=domain)
-        if items:
-            raise PathRefused(
-                f"{argument}: '{shown}' has metadata {domain}/{sorted(items)[0]} that names another file or "
-                "URL for GDAL to open by itself; such rasters are refused, remote or not.",
-                fix="Pass a copy of the raster written without it.",
-            )
