@@ -118,6 +118,7 @@ def sample_runs(ws: Path) -> dict[str, Any]:
     import numpy as np
     import rasterio
 
+    from llmc_mcp.compute.engine import local_engine
     from llmc_mcp.operations import OperationContext, get_operation
     from llmc_mcp.workspace import Workspace
 
@@ -127,7 +128,7 @@ def sample_runs(ws: Path) -> dict[str, Any]:
     ys = top - rng.uniform(0, extent, POINTS)
     points = np.column_stack([xs, ys]).tolist()
     op = get_operation("raster.sample")
-    ctx = OperationContext(Workspace(ws), num_threads=2)
+    ctx = OperationContext(Workspace(ws), num_threads=2, engine=local_engine(2))
     llmc_times, base_times = [], []
     llmc_values: list[float | None] = []
     base_values: list[float] = []
@@ -156,6 +157,7 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
     try:
         if kind == "llmc":
             import llmc_mcp.compute.output as output
+            from llmc_mcp.compute.engine import local_engine
             from llmc_mcp.operations import OperationContext, get_operation
             from llmc_mcp.workspace import Workspace
 
@@ -171,7 +173,7 @@ def child(kind: str, ws: str, limit_mib: int) -> None:
             output._read_every_block = timed_check
 
             op = get_operation("raster.calc")
-            ctx = OperationContext(Workspace(ws), num_threads=2)
+            ctx = OperationContext(Workspace(ws), num_threads=2, engine=local_engine(2))
             inputs = [
                 {"name": "red", "path": "bands.tif", "band": 1},
                 {"name": "nir", "path": "bands.tif", "band": 2},

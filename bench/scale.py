@@ -238,12 +238,12 @@ LLMC: dict[str, Callable[[Any, str], dict[str, Any]]] = {
 
 
 def child_llmc(spec: dict[str, Any]) -> dict[str, Any]:
-    from llmc_mcp.compute.engine import LOCAL
+    from llmc_mcp.compute.engine import local_engine
     from llmc_mcp.gdal.environment import size_block_cache
 
     size_block_cache(spec["memory_mb"] or 2048)
     ws, op, tag = Path(spec["ws"]), spec["op"], f"llmc_{spec['engine']}"
-    engine: Any = LOCAL
+    engine: Any = local_engine(CORES)
     if spec["engine"] == "dask":
         from llmc_mcp.compute.dask_engine import DaskEngine
 

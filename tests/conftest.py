@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from llmc_mcp.compute.engine import local_engine
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
 from llmc_mcp.provenance.conformance import problems
@@ -152,7 +153,9 @@ def workspace(workspace_dir: Path) -> Workspace:
 
 @pytest.fixture
 def ctx(workspace: Workspace) -> OperationContext:
-    return OperationContext(workspace, num_threads=2)
+    """The context a worker with two threads gives operations: its local engine computes one piece
+    ahead in a helper thread."""
+    return OperationContext(workspace, num_threads=2, engine=local_engine(2))
 
 
 @pytest.fixture

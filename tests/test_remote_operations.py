@@ -20,6 +20,7 @@ import rasterio
 from rasterio.transform import from_origin
 
 from llmc_mcp.capture import capture
+from llmc_mcp.compute.engine import local_engine
 from llmc_mcp.config import Quota
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.operations import get_operation
@@ -111,7 +112,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperationC
         fetcher = Fetcher(Allowlist([server.base + "data/"]))
         configure(RemoteAccess(fetcher.allowlist, fetcher))
         try:
-            yield OperationContext(workspace, 2, LocalOutputs(OutputLedger(workspace, Quota()))), server
+            outputs = LocalOutputs(OutputLedger(workspace, Quota()))
+            yield OperationContext(workspace, 2, outputs, engine=local_engine(2)), server
         finally:
             configure(None)
             fetcher.close()

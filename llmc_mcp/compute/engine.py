@@ -7,9 +7,10 @@ when that runs. The operation's loop reads::
     for window, values in ctx.engine.map(windows, compute, what="slope"):
         out.write(values, 1, window=window)
 
-:class:`LocalEngine`, the one engine today, runs ``compute`` on each piece in this process, in order,
-one piece in memory at a time, and reports progress (:mod:`~llmc_mcp.compute.progress`) after the
-loop body is done with each piece. The results come back in the pieces' order, so a
+:class:`LocalEngine` runs ``compute`` on each piece in this process, in order, one piece in memory at
+a time or, given two threads or more, one piece ahead in a helper thread, and reports progress
+(:mod:`~llmc_mcp.compute.progress`) after the loop body is done with each piece. The results come
+back in the pieces' order, so a
 caller that writes windows, or folds statistics whose order matters (first-pass then second-pass
 accumulators, the first source winning in a mosaic), gets the same answer from any engine.
 
@@ -17,16 +18,25 @@ A chunked or distributed engine (Dask, issue 24) stands beside it behind the sam
 it may run ``compute`` for many pieces at once, elsewhere, and still yields in order. What it can
 take is what ``compute`` allows: a function that is picklable and a pure function of its piece,
 reading its inputs by workspace path rather than through a dataset opened by the caller, and
-returning its result rather than adding it to the caller's counters. The local engine takes any
-callable; DD-MCP-081 records which operations' pieces are pure already and what the rest need.
+returning its result rather than adding it to the caller's counters. The local engine one piece ahead
+takes the same pieces (they run in another thread); :data:`LOCAL`, one piece at a time in the
+caller's thread, takes any callable. DD-MCP-081 records which operations' pieces are pure and how.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import rasterio.env
 
 from llmc_mcp.compute.progress import report
+from llmc_mcp.compute.sources import close_thread_datasets
+from llmc_mcp.gdal.environment import HARDENED_CONFIG
 
 Piece = TypeVar("Piece")
 Result = TypeVar("Result")
@@ -52,9 +62,23 @@ class Engine(Protocol):
 
 
 class LocalEngine:
-    """The windowed engine of this process: one piece at a time, in order, progress after each."""
+    """The windowed engine of this process: results in order, progress after each piece.
+
+    ``ahead=0`` runs each piece in the caller's thread, one at a time. ``ahead=1`` (what a process with
+    two or more threads gets, :func:`local_engine`) computes the next piece in a helper thread while
+    the caller writes or folds the current one: reading and decoding the source, the kernel, and
+    compressing the output (which GDAL does as the block cache fills, in whichever thread reads) then
+    overlap instead of taking turns on one core. At most ``ahead + 1`` results are in memory at once,
+    whatever the raster's size. The helper runs in a copy of the caller's context variables (the call's
+    remote budget, its provenance capture) and GDAL environment, opens its own datasets (a dataset
+    handle is never used by two threads, :class:`~llmc_mcp.compute.sources.SourceRaster`), and closes
+    them when the loop ends.
+    """
 
     name = "local"
+
+    def __init__(self, ahead: int = 0) -> None:
+        self.ahead = ahead
 
     def map(
         self,
@@ -65,11 +89,71 @@ class LocalEngine:
         progress: bool = True,
     ) -> Iterator[tuple[Piece, Result]]:
         listed = list(pieces)
-        for done, piece in enumerate(listed, 1):
-            yield piece, compute(piece)
-            if progress:
-                report(done, len(listed), what)
+        if self.ahead > 0 and len(listed) > 1:
+            results: Iterator[Result] = _computed_ahead(listed, compute, self.ahead)
+        else:
+            results = (compute(piece) for piece in listed)
+        try:
+            for done, (piece, result) in enumerate(zip(listed, results, strict=True), 1):
+                yield piece, result
+                if progress:
+                    report(done, len(listed), what)
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
+
+
+def _computed_ahead(pieces: list[Piece], compute: Callable[[Piece], Result], ahead: int) -> Iterator[Result]:
+    """``compute`` of each piece, in order, run by one helper thread at most ``ahead`` pieces ahead.
+
+    A piece that raises ends the helper; its exception is raised here, at that piece's turn. When the
+    caller stops early (an error in its loop body, a closed generator), the helper is told to stop,
+    the results it queued are dropped, and this waits for the piece it is computing (one piece: bounded
+    work) so nothing still reads once the caller goes on.
+    """
+    done: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+    options = {**HARDENED_CONFIG, **(rasterio.env.getenv() if rasterio.env.hasenv() else {})}
+
+    def work() -> None:
+        try:
+            with rasterio.Env(**options):
+                for piece in pieces:
+                    if stop.is_set():
+                        return
+                    try:
+                        outcome: tuple[bool, Any] = (True, compute(piece))
+                    except BaseException as exc:
+                        done.put((False, exc))
+                        return
+                    done.put(outcome)
+        finally:
+            close_thread_datasets()
+
+    context = contextvars.copy_context()
+    helper = threading.Thread(target=context.run, args=(work,), name="llmc-engine-ahead", daemon=True)
+    helper.start()
+    try:
+        for _ in pieces:
+            ok, value = done.get()
+            if not ok:
+                raise value
+            yield value
+    finally:
+        stop.set()
+        # Emptied once after ``stop``: the helper then puts at most one more result and stops, so
+        # it never blocks on a full queue and the join below ends with its current piece.
+        with contextlib.suppress(queue.Empty):
+            while True:
+                done.get_nowait()
+        helper.join()
 
 
 LOCAL = LocalEngine()
-"""The engine an operation context has unless it is given another."""
+"""The engine an operation context has unless it is given another: one piece at a time."""
+
+
+def local_engine(num_threads: int) -> LocalEngine:
+    """The local engine for a process with ``num_threads`` threads: one piece ahead from two threads on."""
+    return LocalEngine(ahead=1) if num_threads > 1 else LOCAL

@@ -9,6 +9,7 @@ absolute path.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -37,9 +38,8 @@ def read_valid(
     average leaves invalid pixels out, and a decimated pixel is valid when any pixel it covers is.
     """
     indexes = bands if isinstance(bands, int) else list(bands)
-    # Bands GDAL says are all valid need no mask read: it would only be a window of 255s to decode.
     listed = [indexes] if isinstance(indexes, int) else indexes
-    masked = any(ds.mask_flag_enums[band - 1] != [MaskFlags.all_valid] for band in listed)
+    masked = any(_needs_mask(ds, band) for band in listed)
     try:
         data = ds.read(indexes, window=window, out_shape=out_shape, resampling=resampling, masked=masked)
     except GDAL_ERRORS as exc:
@@ -56,6 +56,21 @@ def read_valid(
     if raw.dtype.kind in "fc":
         valid &= np.isfinite(raw)
     return raw, valid
+
+
+def _needs_mask(ds: DatasetReader, band: int) -> bool:
+    """Whether GDAL's mask of ``band`` can say more than :func:`numpy.isfinite` of its values.
+
+    Not for a band GDAL says is all valid (the mask would be a window of 255s to decode), nor for a
+    floating-point band whose only mask is a NaN nodata value: that mask is exactly the band's NaNs,
+    which the finite check excludes anyway, and computing it costs another pass over every window.
+    """
+    flags = ds.mask_flag_enums[band - 1]
+    if flags == [MaskFlags.all_valid]:
+        return False
+    nodata = ds.nodatavals[band - 1]
+    floating = np.dtype(ds.dtypes[band - 1]).kind == "f"
+    return not (flags == [MaskFlags.nodata] and floating and nodata is not None and math.isnan(nodata))
 
 
 def grid_windows(area: Window, rows: int, cols: int) -> Iterator[Window]:

@@ -59,7 +59,9 @@ class SourceRaster:
     mtime_ns: int
     num_threads: int = 1
     opened: DatasetReader | None = field(default=None, repr=False, compare=False)
-    """The caller's own open dataset, used where the piece runs in the caller's process."""
+    """The caller's own open dataset, used where the piece runs in the caller's thread."""
+    owner: int = field(default_factory=threading.get_ident, repr=False, compare=False)
+    """The thread that opened :attr:`opened`: a dataset handle is never used by two threads at once."""
 
     @classmethod
     def of(
@@ -91,8 +93,9 @@ class SourceRaster:
         return PieceContext(Workspace(self.root), self.num_threads)
 
     def dataset(self) -> DatasetReader:
-        """The open dataset: the caller's, or this thread's own, opened (and checked) once."""
-        if self.opened is not None and not self.opened.closed:
+        """The open dataset: the caller's in the caller's thread, else this thread's own, opened (and
+        checked) once."""
+        if self.opened is not None and not self.opened.closed and threading.get_ident() == self.owner:
             return self.opened
         cache: OrderedDict[tuple[str, int, int, str], DatasetReader] = _thread_cache()
         key = (self.path, self.size, self.mtime_ns, self.georeferencing)
@@ -134,11 +137,21 @@ class SourceRaster:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["opened"] = None
+        state["owner"] = 0
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             object.__setattr__(self, name, value)
+
+
+def close_thread_datasets() -> None:
+    """Close the datasets this thread opened for pieces: a helper thread that ends must not keep
+    files open (a replaced or deleted file stays on disk while a handle holds it)."""
+    cache = _thread_cache()
+    while cache:
+        _, dataset = cache.popitem()
+        dataset.close()
 
 
 def _thread_cache() -> OrderedDict[tuple[str, int, int, str], DatasetReader]:

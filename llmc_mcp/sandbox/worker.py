@@ -400,10 +400,10 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
 
 def _engine(config: WorkerConfig) -> tuple[Any, int | None]:
     """This worker's engine, and the scheduler's port when it is an engine worker."""
-    from llmc_mcp.compute.engine import LOCAL
+    from llmc_mcp.compute.engine import local_engine
 
     if config.dask_scheduler is None:
-        return LOCAL, None
+        return local_engine(config.num_threads), None
     # Imported before confinement: afterwards only the runtime can be read, and Dask reads its config.
     import distributed  # noqa: F401
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from anyio.abc import Process
 
+from llmc_mcp.compute.engine import local_engine
 from llmc_mcp.config import Quota, Settings
 from llmc_mcp.gdal.environment import disable_network
 from llmc_mcp.operations import OperationContext
@@ -55,7 +56,8 @@ class Runtime:
         outputs = OutputLedger(workspace, Quota.from_settings(settings))
         gate.pending.charge_to(outputs)  # open hints share the output quotas and the reserve
         outputs.sweep()  # temporary files of writes a previous server process left unfinished
-        context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs))
+        engine = local_engine(settings.num_threads)
+        context = OperationContext(workspace, settings.num_threads, LocalOutputs(outputs), engine=engine)
         fetcher = None
         if settings.allow_remote:
             fetcher = Fetcher(Allowlist(settings.allow_remote), settings.remote)

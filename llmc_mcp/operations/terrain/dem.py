@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numexpr as ne
 import numpy as np
 import rasterio
 from pyproj import CRS, Geod, Proj, Transformer
@@ -206,10 +207,22 @@ class Dem:
         rows, cols = int(window.height) + 2, int(window.width) + 2
         r0, c0 = max(row0, 0), max(col0, 0)
         r1, c1 = min(row0 + rows, ds.height), min(col0 + cols, ds.width)
-        out = np.full((rows, cols), np.nan)
         raw, valid = read_valid(self.ctx, ds, 1, Window(c0, r0, c1 - c0, r1 - r0))
-        values = raw.astype(np.float64) * self.scale + self.offset
-        out[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = np.where(valid, values, np.nan)
+        out = np.empty((rows, cols))
+        # The halo outside the raster: at most one row or column each side.
+        out[: r0 - row0], out[r1 - row0 :], out[:, : c0 - col0], out[:, c1 - col0 :] = (
+            np.nan,
+            np.nan,
+            np.nan,
+            np.nan,
+        )
+        inside = out[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0]
+        # Cast to float64 before scaling: a float32 product would round before it is widened.
+        np.multiply(raw, self.scale, out=inside, dtype=np.float64)
+        if self.offset:
+            inside += self.offset
+        if not valid.all():
+            np.copyto(inside, np.nan, where=~valid)
         return out
 
 
@@ -217,19 +230,33 @@ Kernel = Callable[[np.ndarray, Spans, float], np.ndarray]
 """``kernel(padded elevations, spans, z_factor) -> values`` of the window's cells (NaN: undefined)."""
 
 
-def horn_gradient(z: np.ndarray, spans: Spans, z_factor: float) -> tuple[np.ndarray, np.ndarray]:
-    """dz/d(east) and dz/d(north) (metres per metre) by Horn's (1981) weighted differences, as gdaldem.
+HORN_EAST = "((c - a) / x0 + 2 * (f - d) / x1 + (i - g) / x2) * q"
+HORN_NORTH = "((g + 2 * h + i) - (a + 2 * b + c)) * q / y"
+"""dz/d(east) and dz/d(north) (metres per metre) by Horn's (1981) weighted differences, as gdaldem, in
+numexpr's language over :func:`horn_neighbours`. Each row's east-west difference is divided by that
+row's own spacing (they differ on a geographic grid); on a projected grid this is exactly gdaldem's
+``((c + 2f + i) - (a + 2d + g)) / (8 ewres)``. A kernel that needs only a function of the gradient
+(slope) puts both in one expression: one pass over the window, no gradient arrays kept."""
 
-    Each row's east-west difference is divided by that row's own spacing (they differ on a geographic
-    grid); on a projected grid this is exactly gdaldem's ``((c + 2f + i) - (a + 2d + g)) / (8 ewres)``.
-    """
-    a, b, c = z[:-2, :-2], z[:-2, 1:-1], z[:-2, 2:]
-    d, f = z[1:-1, :-2], z[1:-1, 2:]
-    g, h, i = z[2:, :-2], z[2:, 1:-1], z[2:, 2:]
-    sx = spans.x
-    east = ((c - a) / sx[:-2] + 2 * (f - d) / sx[1:-1] + (i - g) / sx[2:]) * (z_factor / 4)
-    north = ((g + 2 * h + i) - (a + 2 * b + c)) * (z_factor / 4) / spans.y
-    return east, north
+
+def horn_neighbours(z: np.ndarray, spans: Spans, z_factor: float) -> dict[str, Any]:
+    """The operands of :data:`HORN_EAST` and :data:`HORN_NORTH`: the 3x3 neighbours of every output
+    cell as views of the padded ``z`` (a b c / d e f / g h i, north-up in array order), the spans of
+    the rows above, at and below, and the z factor over Horn's weight sum (4)."""
+    return {
+        "a": z[:-2, :-2], "b": z[:-2, 1:-1], "c": z[:-2, 2:], "d": z[1:-1, :-2], "f": z[1:-1, 2:],
+        "g": z[2:, :-2], "h": z[2:, 1:-1], "i": z[2:, 2:],
+        "x0": spans.x[:-2], "x1": spans.x[1:-1], "x2": spans.x[2:], "y": spans.y, "q": z_factor / 4,
+    }  # fmt: skip
+
+
+def horn_gradient(z: np.ndarray, spans: Spans, z_factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """dz/d(east) and dz/d(north) of the window's cells (:data:`HORN_EAST`, :data:`HORN_NORTH`).
+
+    numexpr: one pass per component instead of numpy's dozen temporaries, the same float64 operations
+    in the same order (equal to the numpy form to the bit)."""
+    neighbours = horn_neighbours(z, spans, z_factor)
+    return ne.evaluate(HORN_EAST, local_dict=neighbours), ne.evaluate(HORN_NORTH, local_dict=neighbours)
 
 
 def touches_nodata(z: np.ndarray) -> np.ndarray:
@@ -321,8 +348,11 @@ class TerrainPiece:
         z = self.dem.read_padded(window)
         spans = self.dem.spans(int(window.row_off), int(window.height))
         values = self.kernel(z, spans, self.z_factor)
-        invalid = touches_nodata(z) | ~np.isfinite(values)
-        return np.where(invalid, np.nan, values).astype(np.float32), int(np.count_nonzero(invalid))
+        invalid = touches_nodata(z)
+        invalid |= ~np.isfinite(values)
+        out = values.astype(np.float32)
+        np.copyto(out, np.nan, where=invalid)
+        return out, int(np.count_nonzero(invalid))
 
 
 def windows(width: int, height: int) -> Iterator[Window]:

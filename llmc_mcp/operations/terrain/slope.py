@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from llmc_mcp.operations.catalog import OperationContext, operation
-from llmc_mcp.operations.terrain.dem import Spans, horn_gradient, run
+from llmc_mcp.operations.terrain.dem import HORN_EAST, HORN_NORTH, Spans, horn_neighbours, run
 from llmc_mcp.operations.terrain.models import TerrainResult
 
 DEM_FIELD = Field(description="Workspace-relative elevation raster (band 1 is used), e.g. 'dem.tif'.")
@@ -22,17 +22,18 @@ Z_FACTOR_FIELD = Field(
 )
 
 
+_MAGNITUDE = f"sqrt(({HORN_EAST}) ** 2 + ({HORN_NORTH}) ** 2)"
+"""The gradient's magnitude in one numexpr pass over the window (float64 throughout; within an ulp of
+numpy's hypot, below float32's resolution)."""
+
+
 def _degrees(z: np.ndarray, spans: Spans, z_factor: float) -> np.ndarray:
-    east, north = horn_gradient(z, spans, z_factor)
-    # numexpr: one pass over the window on every thread, not numpy's three single-threaded passes
-    # (float64 throughout; within an ulp of numpy's hypot, below float32's resolution).
-    return ne.evaluate("arctan(sqrt(east * east + north * north)) * DEGREES", local_dict={
-        "east": east, "north": north, "DEGREES": 180.0 / np.pi})  # fmt: skip
+    operands = {**horn_neighbours(z, spans, z_factor), "DEGREES": 180.0 / np.pi}
+    return ne.evaluate(f"arctan({_MAGNITUDE}) * DEGREES", local_dict=operands)
 
 
 def _percent(z: np.ndarray, spans: Spans, z_factor: float) -> np.ndarray:
-    east, north = horn_gradient(z, spans, z_factor)
-    return ne.evaluate("100.0 * sqrt(east * east + north * north)", local_dict={"east": east, "north": north})
+    return ne.evaluate(f"100.0 * {_MAGNITUDE}", local_dict=horn_neighbours(z, spans, z_factor))
 
 
 @operation("terrain", read_only=False, inputs=("dem",), outputs=("dst",))
