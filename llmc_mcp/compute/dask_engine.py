@@ -43,9 +43,9 @@ Piece = TypeVar("Piece")
 Result = TypeVar("Result")
 
 CONNECT_SECONDS = 10.0
+"""How long a scheduler may take to answer before the engine gives up on it."""
 MAX_RUN = 8
 """Neighbouring pieces sent to one worker in a row, at most (see :meth:`DaskEngine.map`)."""
-"""How long a scheduler may take to answer before the engine gives up on it."""
 
 
 class EngineFailed(LlmcError):
