@@ -99,6 +99,7 @@ def one_call_per_tool(workflow_state: dict[str, Any], stac: str) -> list[tuple[s
             "raster_calc",
             {"expression": "z * 2", "inputs": [{"name": "z", "path": "dem.tif"}], "dst": "c.tif"},
         ),
+        ("raster_calc_stats", {"expression": "z * 2", "inputs": [{"name": "z", "path": "dem.tif"}]}),
         ("raster_sample", {"path": "dem.tif", "points": [centre]}),
         ("raster_align", {"src": "dem_4326.tif", "like": "dem.tif", "dst": "aligned.tif"}),
         ("raster_merge", {"sources": ["dem.tif", "c.tif"], "dst": "merged.tif"}),

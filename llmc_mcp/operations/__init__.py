@@ -15,6 +15,7 @@ CATALOG: tuple[Operation, ...] = (
     raster.convert,
     raster.area,
     raster.calc,
+    raster.calc_stats,
     raster.sample,
     raster.align,
     raster.merge,

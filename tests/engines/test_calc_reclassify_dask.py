@@ -54,6 +54,18 @@ def test_calc_of_two_files_with_nodata_and_scale_on_dask_equals_local(
     assert left.valid_count + left.nodata_count == ROWS * COLS
 
 
+def test_calc_stats_of_two_files_on_dask_equals_local(
+    ctx: OperationContext, dask_ctx: OperationContext, two_files: list[dict[str, object]]
+):
+    """Guards against a fused summary that counts other windows, or folds them in another order, when
+    its pieces run on workers: they send back counts, never values."""
+    left, _ = run_on_both(
+        ctx, dask_ctx, "raster.calc_stats", dst=None, expression="(a - b) / (a + b)", inputs=two_files,
+        percentiles=[5, 50, 95], histogram_bins=9,
+    )  # fmt: skip
+    assert left.stats.valid_count + left.stats.nodata_count == ROWS * COLS
+
+
 def test_calc_of_stored_values_on_dask_equals_local(
     ctx: OperationContext, dask_ctx: OperationContext, two_files: list[dict[str, object]]
 ):

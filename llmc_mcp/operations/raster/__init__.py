@@ -1,7 +1,7 @@
 """The ``raster`` namespace: describe, summarise, reproject, convert, compute and sample workspace rasters.
 
 One module per operation (:mod:`.info`, :mod:`.stats`, :mod:`.reproject`, :mod:`.convert`,
-:mod:`.calc`, :mod:`.sample`, :mod:`.align`, :mod:`.merge`, ...), each
+:mod:`.calc`, :mod:`.calc_stats`, :mod:`.sample`, :mod:`.align`, :mod:`.merge`, ...), each
 holding the catalog entry and the code only it uses; :mod:`.accumulate` (streaming statistics),
 :mod:`.grid` (a reprojection's output grid) and :mod:`.output` (the atomic GeoTIFF write shared by
 reproject and convert) are their helpers. Every operation streams: statistics read windows of at
@@ -12,6 +12,7 @@ with the raster.
 from llmc_mcp.operations.raster.align import align
 from llmc_mcp.operations.raster.area import area
 from llmc_mcp.operations.raster.calc import calc
+from llmc_mcp.operations.raster.calc_stats import calc_stats
 from llmc_mcp.operations.raster.clip import clip
 from llmc_mcp.operations.raster.convert import convert
 from llmc_mcp.operations.raster.info import info
@@ -27,6 +28,7 @@ __all__ = [
     "align",
     "area",
     "calc",
+    "calc_stats",
     "clip",
     "convert",
     "info",

@@ -31,7 +31,7 @@ from llmc_mcp.compute.pixels import grid_windows
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.errors import InvalidArgument, Refused
-from llmc_mcp.gdal.datasets import open_for_read
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy, open_for_read
 from llmc_mcp.gdal.environment import gdal_env
 from llmc_mcp.gdal.remote_datasets import (
     InputLocation,
@@ -99,16 +99,26 @@ CalcInputs = Annotated[
 ]
 
 
+Expression = Annotated[
+    str,
+    Field(
+        description="Band math over the input names, e.g. '(nir - red) / (nir + red)': numbers, + - * / "
+        "** %, comparisons, & | ~, where(cond, a, b) and element-wise math functions (sqrt, log, ...)."
+    ),
+]
+Physical = Annotated[
+    bool,
+    Field(
+        description="Apply each band's declared scale and offset (raw * scale + offset) before the "
+        "expression, so it sees physical values (reflectance, kelvin); False uses stored values."
+    ),
+]
+
+
 @operation("raster", read_only=False, outputs=("dst",))
 def calc(
     ctx: OperationContext,
-    expression: Annotated[
-        str,
-        Field(
-            description="Band math over the input names, e.g. '(nir - red) / (nir + red)': numbers, + - * / "
-            "** %, comparisons, & | ~, where(cond, a, b) and element-wise math functions (sqrt, log, ...)."
-        ),
-    ],
+    expression: Expression,
     inputs: CalcInputs,
     dst: OutputGeoTiff,
     dtype: Annotated[
@@ -118,13 +128,7 @@ def calc(
         float | None,
         Field(description="Output nodata value; default NaN for float outputs. Integer outputs need one."),
     ] = None,
-    physical: Annotated[
-        bool,
-        Field(
-            description="Apply each band's declared scale and offset (raw * scale + offset) before the "
-            "expression, so it sees physical values (reflectance, kelvin); False uses stored values."
-        ),
-    ] = True,
+    physical: Physical = True,
     georeferencing: GeoreferencingChoice = None,
 ) -> CalcResult:
     """Band math: evaluate an expression over bands of rasters that share one grid; write one-band GeoTIFF.
@@ -152,23 +156,12 @@ def calc(
     georeferencing (pass georeferencing); not_found/raster_error for an unreadable input;
     quota_exceeded when the output would pass a quota.
     """
-    specs = _check_inputs(inputs)
-    names = [spec["name"] for spec in specs]
-    program = parse_expression(expression, names)
-    check_program(program, names)
     out_dtype = np.dtype(dtype)
-    out_nodata = _output_nodata(out_dtype, nodata)
+    specs, program = check_expression(expression, inputs)
+    out_nodata = output_nodata(out_dtype, nodata)
     dst_path, sources = _check_dst(ctx, dst, specs)
-    policy = georeferencing or "refuse"
     with gdal_env(ctx), contextlib.ExitStack() as stack:
-        opened: dict[str, SourceRaster] = {}
-        for name, resolved in sources.items():
-            ds = stack.enter_context(
-                open_for_read(ctx, name, "inputs.path", resolved=resolved, georeferencing=policy)
-            )
-            opened[name] = SourceRaster.of(ctx, ds, "inputs.path", policy)
-        bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
-        _check_one_grid(ctx, bound)
+        bound = bind_inputs(ctx, stack, specs, sources, physical, georeferencing or "refuse")
         first = bound[0].dataset
         options = creation_options(ctx, "DEFLATE", out_dtype, 1, None, None, cog=False)
         profile: dict[str, Any] = {
@@ -196,8 +189,46 @@ def calc(
         nodata=out_nodata,
         valid_count=plan.valid,
         nodata_count=plan.invalid,
-        note=_note(bound, physical, out_dtype),
+        note=calc_note(bound, physical, out_dtype),
     )
+
+
+def check_expression(
+    expression: str, inputs: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """The inputs checked as names and the expression parsed and checked against the allowlist: what
+    ``raster.calc`` and ``raster.calc_stats`` refuse before they open a file."""
+    specs = _check_inputs(inputs)
+    names = [spec["name"] for spec in specs]
+    program = parse_expression(expression, names)
+    check_program(program, names)
+    return specs, program
+
+
+def input_locations(ctx: OperationContext, specs: Sequence[Mapping[str, Any]]) -> dict[str, InputLocation]:
+    """Each distinct input's resolved path (resolved once: the policy lists folders)."""
+    return {spec["path"]: input_location(ctx, spec["path"], "inputs.path") for spec in specs}
+
+
+def bind_inputs(
+    ctx: OperationContext,
+    stack: contextlib.ExitStack,
+    specs: Sequence[Mapping[str, Any]],
+    sources: Mapping[str, InputLocation],
+    physical: bool,
+    policy: GeoreferencingPolicy,
+) -> list[Bound]:
+    """Every input opened (closed with ``stack``), bound to its name, band, scale and offset, and
+    checked to share one grid."""
+    opened: dict[str, SourceRaster] = {}
+    for name, resolved in sources.items():
+        ds = stack.enter_context(
+            open_for_read(ctx, name, "inputs.path", resolved=resolved, georeferencing=policy)
+        )
+        opened[name] = SourceRaster.of(ctx, ds, "inputs.path", policy)
+    bound = [_bind(ctx, spec, opened[spec["path"]], physical) for spec in specs]
+    _check_one_grid(ctx, bound)
+    return bound
 
 
 def _check_inputs(inputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -227,7 +258,7 @@ def _check_inputs(inputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return specs
 
 
-def _output_nodata(dtype: np.dtype, nodata: float | None) -> float | None:
+def output_nodata(dtype: np.dtype, nodata: float | None) -> float | None:
     if nodata is None:
         if dtype.kind == "f":
             return math.nan
@@ -256,12 +287,9 @@ def _check_dst(
 ) -> tuple[Path, dict[str, InputLocation]]:
     """The output path and each distinct input's resolved path (resolved once: the policy lists folders)."""
     dst_path = geotiff_output_path(ctx, dst)
-    sources: dict[str, InputLocation] = {}
+    sources = input_locations(ctx, specs)
     for spec in specs:
-        if spec["path"] in sources:
-            continue
-        src_path = sources[spec["path"]] = input_location(ctx, spec["path"], "inputs.path")
-        if same_file(src_path, dst_path):
+        if same_file(sources[spec["path"]], dst_path):
             raise InvalidArgument(
                 f"dst is the same file as the input '{spec['path']}'; writing would destroy it.",
                 fix="Write to a new name, e.g. 'out/result.tif'.",
@@ -361,7 +389,8 @@ def _windows(width: int, height: int) -> Iterator[Window]:
     return grid_windows(Window(0, 0, width, height), WINDOW_ROWS, WINDOW_COLS)
 
 
-def _note(bound: Sequence[Bound], physical: bool, dtype: np.dtype) -> str:
+def calc_note(bound: Sequence[Bound], physical: bool, dtype: np.dtype, kept: str = "written") -> str:
+    """What was applied before the expression, and the type its values were ``kept`` in."""
     declared = [b.used for b in bound if b.used.scale != 1.0 or b.used.offset != 0.0]
     forms = ", ".join(f"{u.name} = raw * {u.scale:g} + {u.offset:g}" for u in declared)
     if physical and declared:
@@ -377,4 +406,4 @@ def _note(bound: Sequence[Bound], physical: bool, dtype: np.dtype) -> str:
     else:
         text = "Stored values were used (no input declares a scale or offset)."
     rounding = " Integer output: rounded half to even." if dtype.kind in "iu" else ""
-    return f"{text} Computed in float64, written as {dtype.name}.{rounding}"
+    return f"{text} Computed in float64, {kept} as {dtype.name}.{rounding}"

@@ -151,6 +151,11 @@ class WindowProgram:
 
     def __call__(self, window: Window) -> tuple[np.ndarray, int]:
         """One window of the output, and how many of its cells are valid."""
+        out, ok = self.evaluate(window)
+        return out, int(np.count_nonzero(ok))
+
+    def evaluate(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
+        """One window of the output (its nodata where not valid), and which of its cells are valid."""
         arrays: dict[str, Any] = dict(self.constants)
         inputs_ok: np.ndarray | None = None
         for group in self.groups:
@@ -163,12 +168,11 @@ class WindowProgram:
                 inputs_ok = every if inputs_ok is None else inputs_ok & every
         compute = self._floats if self.dtype.kind == "f" else self._integers
         out, ok = compute(window, self.program, arrays, inputs_ok)
-        good = int(np.count_nonzero(ok))
-        if good < ok.size:
+        if not ok.all():
             # calc checked that the nodata value fits the type: the cast is exact.
             fill = self.nodata if self.nodata is not None else math.nan
             np.copyto(out, fill, where=~ok, casting="unsafe")
-        return out, good
+        return out, ok
 
     def _floats(
         self, window: Window, program: str, arrays: dict[str, Any], inputs_ok: np.ndarray | None

@@ -147,6 +147,20 @@ class CalcResult(ResultModel):
     note: str = Field(description="How values were computed (scale/offset, precision, nodata).")
 
 
+class CalcStatsResult(ResultModel):
+    """The statistics of a ``raster.calc`` expression that was never written, and how each input was read."""
+
+    expression: str = Field(description="The expression as evaluated.")
+    physical: bool = Field(description="True when each input's scale and offset were applied first.")
+    inputs: list[CalcInputUsed] = Field(description="Each name of the expression, in the order given.")
+    dtype: str = Field(description="The type the values were cast to before they were counted.")
+    stats: BandStats = Field(
+        description="As raster.stats reports a band of the file raster.calc would write."
+    )
+    method: str = Field(description="How the values were computed, read and counted.")
+    note: str = Field(description="How values were computed (scale/offset, precision, nodata).")
+
+
 class SampledPoint(ResultModel):
     """The values of one requested point."""
 

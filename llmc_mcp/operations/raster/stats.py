@@ -11,7 +11,7 @@ histograms included.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -20,6 +20,7 @@ from pydantic import Field
 from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
+from llmc_mcp.compute.engine import Engine
 from llmc_mcp.compute.pixels import read_valid
 from llmc_mcp.compute.scaling import scale_offset
 from llmc_mcp.compute.sources import PieceContext, SourceRaster
@@ -83,12 +84,7 @@ def stats(
     [0, 100] or histogram_bins outside 1..10000; raster_error when pixel data cannot be read (damaged
     file).
     """
-    wanted = _check_percentiles(percentiles)
-    if histogram_bins is not None and not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
-        raise InvalidArgument(
-            f"histogram_bins={histogram_bins} is outside 1..{MAX_HISTOGRAM_BINS}.",
-            fix="Pass a bin count such as 256, or null for no histogram.",
-        )
+    wanted = check_summary(percentiles, histogram_bins)
     # Statistics of the pixels do not depend on where they are: a disagreeing sidecar is not refused.
     with gdal_env(ctx), open_for_read(ctx, path, "path", georeferencing="unchecked") as ds:
         shown = shown_dataset(ctx, ds)
@@ -109,20 +105,17 @@ def stats(
             b: BandAccumulator(np.dtype(ds.dtypes[b - 1]), bool(computed), histogram_bins) for b in indexes
         }
         source = SourceRaster.of(ctx, ds, "path", "unchecked")
-        first = StatsPiece(source, source.context, {b: Tally.first(accumulators[b]) for b in indexes})
-        for (_, b), counted in ctx.engine.map([(read, b) for read in reads for b in indexes], first):
-            counted.fold_first(accumulators[b])
-        second = [b for b in indexes if accumulators[b].begin_second()]
-        if second:
-            again = StatsPiece(source, source.context, {b: Tally.second(accumulators[b]) for b in second})
-            for (_, b), counted in ctx.engine.map([(read, b) for read in reads for b in second], again):
-                counted.fold_second(accumulators[b])
+        accumulate(
+            ctx.engine, reads, accumulators, lambda tallies: StatsPiece(source, source.context, tallies)
+        )
         results = []
         for b in indexes:
             stored = accumulators[b].result(b, computed, histogram_bins)
             scale, offset = linear[b]
             results.append(
-                _apply(stored, wanted, scale, offset) if b in applied else _keep(stored, wanted, *linear[b])
+                _apply(stored, wanted, scale, offset)
+                if b in applied
+                else requested_only(stored, wanted, *linear[b])
             )
         mean_methods = sorted({accumulators[b].mean_method for b in indexes})
         percentile_methods = sorted({accumulators[b].percentile_method for b in indexes if wanted})
@@ -134,7 +127,7 @@ def stats(
     return RasterStats(path=shown, bands=results, approx=approximate, method=method)
 
 
-def _keep(stored: BandStats, wanted: list[float], scale: float, offset: float) -> BandStats:
+def requested_only(stored: BandStats, wanted: list[float], scale: float, offset: float) -> BandStats:
     """Stored-value statistics as the answer (nothing to apply, or physical=False): requested keys only."""
     keys = {_key(p) for p in wanted}
     percentiles = {k: v for k, v in stored.percentiles.items() if k in keys}
@@ -196,12 +189,39 @@ def _scaling_sentence(
     return f" physical=False: stored values, although the bands declare scale/offset ({forms})."
 
 
-def _check_percentiles(percentiles: Sequence[float]) -> list[float]:
+def accumulate(
+    engine: Engine,
+    reads: Sequence[Read],
+    accumulators: Mapping[int, BandAccumulator],
+    piece: Callable[[dict[int, Tally]], Callable[[tuple[Read, int]], Counted]],
+) -> None:
+    """Every (read, band) counted into its band's accumulator: a first pass, then a second for the bands
+    whose accumulator asks for one (bins over the first pass's [min, max]), each folded in the pieces'
+    order. ``piece(tallies)`` is what one pass runs on each (read, band): it counts the band's valid
+    values there as ``tallies[band]`` says, wherever the engine runs it."""
+    bands = list(accumulators)
+    first = piece({b: Tally.first(accumulators[b]) for b in bands})
+    for (_, b), counted in engine.map([(read, b) for read in reads for b in bands], first):
+        counted.fold_first(accumulators[b])
+    second = [b for b in bands if accumulators[b].begin_second()]
+    if second:
+        again = piece({b: Tally.second(accumulators[b]) for b in second})
+        for (_, b), counted in engine.map([(read, b) for read in reads for b in second], again):
+            counted.fold_second(accumulators[b])
+
+
+def check_summary(percentiles: Sequence[float], histogram_bins: int | None) -> list[float]:
+    """The percentiles asked for, each once, after checking them and the histogram's bin count."""
     bad = [p for p in percentiles if not (math.isfinite(p) and 0 <= p <= 100)]
     if bad:
         raise InvalidArgument(
             f"percentiles {bad} are outside [0, 100].",
             fix="Pass values such as [5, 50, 95] (50 is the median).",
+        )
+    if histogram_bins is not None and not 1 <= histogram_bins <= MAX_HISTOGRAM_BINS:
+        raise InvalidArgument(
+            f"histogram_bins={histogram_bins} is outside 1..{MAX_HISTOGRAM_BINS}.",
+            fix="Pass a bin count such as 256, or null for no histogram.",
         )
     return list(dict.fromkeys(float(p) for p in percentiles))
 
@@ -251,21 +271,26 @@ def _plan_reads(ds: DatasetReader, approx: bool) -> tuple[list[Read], str, bool]
 
 
 def windows(ds: DatasetReader, pixels: int) -> Iterator[Window]:
-    """Windows of about ``pixels``, aligned to blocks where blocks are smaller than that.
+    """Windows of about ``pixels``, aligned to the blocks of ``ds``'s first band (:func:`block_windows`)."""
+    return block_windows(ds.width, ds.height, ds.block_shapes[0], pixels)
+
+
+def block_windows(width: int, height: int, block: tuple[int, int], pixels: int) -> Iterator[Window]:
+    """Windows of about ``pixels``, aligned to blocks of ``block`` (rows, columns) where blocks are smaller.
 
     Alignment lets each block be decoded once per pass; a block larger than the budget is read in
     several windows (GDAL's block cache decodes it once) rather than blowing the budget.
     """
-    block_h, block_w = ds.block_shapes[0]
-    if block_w >= ds.width:
-        cols = min(ds.width, pixels)
+    block_h, block_w = block
+    if block_w >= width:
+        cols = min(width, pixels)
     else:
-        cols = min(ds.width, pixels, max(1, math.isqrt(pixels) // block_w) * block_w)
+        cols = min(width, pixels, max(1, math.isqrt(pixels) // block_w) * block_w)
     rows_fit = max(1, pixels // cols)
-    rows = min(ds.height, (rows_fit // block_h) * block_h or rows_fit)
-    for row in range(0, ds.height, rows):
-        for col in range(0, ds.width, cols):
-            yield Window(col, row, min(cols, ds.width - col), min(rows, ds.height - row))
+    rows = min(height, (rows_fit // block_h) * block_h or rows_fit)
+    for row in range(0, height, rows):
+        for col in range(0, width, cols):
+            yield Window(col, row, min(cols, width - col), min(rows, height - row))
 
 
 # ------------------------------------------------------------------------------------ pieces
