@@ -18,6 +18,9 @@ output quotas raised above the default 2 GiB per session so the largest outputs 
   (default percentiles). Reference: numexpr over rasterio windows of 512 x 2048 (as bench/analysis.py),
   written with the same creation options, then two numpy passes over the output's windows (moments;
   a 65536-bin histogram for the percentiles, as llmc does for float bands);
+- ``expr_stats``: the same summary asked for in one call, ``raster.calc_stats`` (nothing written).
+  Reference: the same numexpr loop fused the same way, nothing written, the float32 values counted in
+  the same two passes (the expression evaluated in each);
 - ``reproject``: ``raster.reproject`` of dem.tif to EPSG:4326, bilinear. Reference: ``gdalwarp -multi
   -wo NUM_THREADS=ALL_CPUS -r bilinear -t_srs EPSG:4326 -wm 256`` (llmc's warp memory) on the grid llmc
   chose (``-te``/``-ts`` from llmc's output), NaN nodata, llmc's creation options;
@@ -82,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 SIZES = (4096, 16384, 32768)
-OPS = ("calc_stats", "reproject", "slope", "zonal", "flow")
+OPS = ("calc_stats", "expr_stats", "reproject", "slope", "zonal", "flow")
 ENGINES = ("local", "dask")
 BLOCK = 512
 CELL = 10.0
@@ -98,8 +101,9 @@ CORES = os.cpu_count() or 1
 CREATION = {"TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512", "COMPRESS": "DEFLATE", "PREDICTOR": "3",
             "BIGTIFF": "IF_SAFER", "NUM_THREADS": str(CORES)}  # fmt: skip
 """llmc's creation options for a float32 output (compute.output.creation_options), given to the tools."""
-REFERENCES = {"calc_stats": "numexpr + numpy", "reproject": "gdalwarp", "slope": "gdaldem slope",
-              "zonal": "exactextract", "flow": "pyflwdir"}  # fmt: skip
+REFERENCES = {"calc_stats": "numexpr + numpy", "expr_stats": "numexpr + numpy, fused",
+              "reproject": "gdalwarp", "slope": "gdaldem slope", "zonal": "exactextract",
+              "flow": "pyflwdir"}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------- inputs
@@ -198,6 +202,13 @@ def llmc_calc_stats(ctx: Any, tag: str) -> dict[str, Any]:
     return {"check": f"mean {band.mean:.6f}, p50 {band.percentiles['p50']:.6f}"}
 
 
+def llmc_expr_stats(ctx: Any, tag: str) -> dict[str, Any]:
+    inputs = [{"name": "nir", "path": "nir.tif"}, {"name": "red", "path": "red.tif"}]
+    band = run_op(ctx, "raster.calc_stats", expression="(nir - red) / (nir + red)", inputs=inputs,
+                  percentiles=PERCENTILES).stats  # fmt: skip
+    return {"check": f"mean {band.mean:.6f}, p50 {band.percentiles['p50']:.6f}"}
+
+
 def llmc_reproject(ctx: Any, tag: str) -> dict[str, Any]:
     info = run_op(ctx, "raster.reproject", src="dem.tif", dst=f"dem4326_{tag}.tif", dst_crs="EPSG:4326",
                   resampling="bilinear")  # fmt: skip
@@ -232,7 +243,8 @@ def llmc_flow(ctx: Any, tag: str, dem_name: str = "dem.tif") -> dict[str, Any]:
 
 
 LLMC: dict[str, Callable[[Any, str], dict[str, Any]]] = {
-    "calc_stats": llmc_calc_stats, "reproject": llmc_reproject, "slope": llmc_slope, "zonal": llmc_zonal,
+    "calc_stats": llmc_calc_stats, "expr_stats": llmc_expr_stats, "reproject": llmc_reproject,
+    "slope": llmc_slope, "zonal": llmc_zonal,
     "flow": llmc_flow,
 }  # fmt: skip
 
@@ -299,6 +311,40 @@ def reference_calc_stats(ws: Path, _grid: Any) -> dict[str, Any]:
     return {"check": f"mean {mean:.6f}, p50 {p50:.6f} (std {std:.4f})"}
 
 
+def reference_expr_stats(ws: Path, _grid: Any) -> dict[str, Any]:
+    """The same NDVI summary as a user would fuse it: numexpr over windows of the two inputs, nothing
+    written, the float32 values counted in two passes (moments and range, then the histogram)."""
+    import numexpr
+    import numpy as np
+    import rasterio
+    from rasterio.windows import Window
+
+    numexpr.set_num_threads(CORES)
+    env = rasterio.Env(GDAL_NUM_THREADS=str(CORES), GDAL_CACHEMAX=256 << 20)
+    with env, rasterio.open(ws / "nir.tif") as a, rasterio.open(ws / "red.tif") as b:
+        windows = [Window(c, r, min(2048, a.width - c), min(BLOCK, a.height - r))
+                   for r in range(0, a.height, BLOCK) for c in range(0, a.width, 2048)]  # fmt: skip
+
+        def ndvi(w: Window) -> Any:
+            n, r = a.read(1, window=w), b.read(1, window=w)
+            v = numexpr.evaluate("(n - r) / (n + r)", local_dict={"n": n, "r": r}).astype(np.float32)
+            return v[np.isfinite(v)]
+
+        count, total, squares, low, high = 0, 0.0, 0.0, math.inf, -math.inf
+        for w in windows:
+            v = ndvi(w).astype(np.float64)
+            count, total, squares = count + v.size, total + v.sum(), squares + (v * v).sum()
+            low, high = min(low, float(v.min())), max(high, float(v.max()))
+        bins = np.zeros(FINE_BINS, np.int64)
+        for w in windows:
+            bins += np.histogram(ndvi(w), FINE_BINS, (low, high))[0]
+    mean = total / count
+    edges = np.linspace(low, high, FINE_BINS + 1)
+    p50 = float(edges[np.searchsorted(np.cumsum(bins), 0.5 * count)])
+    std = math.sqrt(max(squares / count - mean * mean, 0.0))
+    return {"check": f"mean {mean:.6f}, p50 {p50:.6f} (std {std:.4f})"}
+
+
 def reference_reproject(ws: Path, grid: list[float] | None) -> dict[str, Any]:
     command = ["gdalwarp", "-q", "-overwrite", "-multi", "-wo", "NUM_THREADS=ALL_CPUS", "-r", "bilinear",
                "-t_srs", "EPSG:4326", "-wm", "256", "-dstnodata", "nan"]  # fmt: skip
@@ -356,7 +402,8 @@ def pyflwdir_chain(library: Any, ws: Path, src: str, tag: str) -> dict[str, Any]
 
 
 REFERENCE: dict[str, Callable[[Path, Any], dict[str, Any]]] = {
-    "calc_stats": reference_calc_stats, "reproject": reference_reproject, "slope": reference_slope,
+    "calc_stats": reference_calc_stats, "expr_stats": reference_expr_stats, "reproject": reference_reproject,
+    "slope": reference_slope,
     "zonal": reference_zonal, "flow": reference_flow,
 }  # fmt: skip
 
