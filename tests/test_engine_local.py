@@ -79,9 +79,9 @@ def test_at_most_one_piece_is_computed_ahead_of_the_caller():
     for _, _result in AHEAD.map(range(100), compute):
         with lock:
             taken += 1
-    # Computing piece p while the caller has taken `taken` results: p - taken pieces are held
-    # between them, the caller's current one and the one queued.
-    assert max(lead) <= AHEAD.ahead + 1
+    # Starting piece p while the caller's loop body has finished `taken` results: the caller still
+    # holds piece `taken`, so p - taken is how many pieces run ahead of it.
+    assert max(lead) <= AHEAD.ahead
 
 
 def test_pieces_run_in_a_helper_thread_and_the_plain_engine_in_the_callers():
@@ -124,7 +124,7 @@ def test_a_caller_that_stops_early_leaves_no_helper_running():
             break
     results.close()
     assert not _helpers()
-    assert len(computed) <= 5 + AHEAD.ahead + 1
+    assert len(computed) <= 5 + AHEAD.ahead
 
 
 def test_the_helper_reads_through_its_own_handle_and_closes_it(ahead_ctx: OperationContext, dem: str):

@@ -25,7 +25,6 @@ caller's thread, takes any callable. DD-MCP-081 records which operations' pieces
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import queue
 import threading
@@ -68,11 +67,11 @@ class LocalEngine:
     two or more threads gets, :func:`local_engine`) computes the next piece in a helper thread while
     the caller writes or folds the current one: reading and decoding the source, the kernel, and
     compressing the output (which GDAL does as the block cache fills, in whichever thread reads) then
-    overlap instead of taking turns on one core. At most ``ahead + 1`` results are in memory at once,
-    whatever the raster's size. The helper runs in a copy of the caller's context variables (the call's
-    remote budget, its provenance capture) and GDAL environment, opens its own datasets (a dataset
-    handle is never used by two threads, :class:`~llmc_mcp.compute.sources.SourceRaster`), and closes
-    them when the loop ends.
+    overlap instead of taking turns on one core. At most ``ahead + 1`` pieces are in memory at once
+    (computed or being computed), whatever the raster's size. The helper runs in a copy of the
+    caller's context variables (the call's remote budget, its provenance capture) and GDAL
+    environment, opens its own datasets (a dataset handle is never used by two threads,
+    :class:`~llmc_mcp.compute.sources.SourceRaster`), and closes them when the loop ends.
     """
 
     name = "local"
@@ -105,14 +104,18 @@ class LocalEngine:
 
 
 def _computed_ahead(pieces: list[Piece], compute: Callable[[Piece], Result], ahead: int) -> Iterator[Result]:
-    """``compute`` of each piece, in order, run by one helper thread at most ``ahead`` pieces ahead.
+    """``compute`` of each piece, in order, run by one helper thread at most ``ahead`` pieces ahead of
+    the one the caller is using.
 
-    A piece that raises ends the helper; its exception is raised here, at that piece's turn. When the
-    caller stops early (an error in its loop body, a closed generator), the helper is told to stop,
-    the results it queued are dropped, and this waits for the piece it is computing (one piece: bounded
-    work) so nothing still reads once the caller goes on.
+    A piece holds a slot from the moment the helper starts it until the caller's loop body is done
+    with it, so at most ``ahead + 1`` pieces (being computed, queued, or in the caller's hands) are in
+    memory. A piece that raises ends the helper; its exception is raised here, at that piece's turn.
+    When the caller stops early (an error in its loop body, a closed generator), the helper is told to
+    stop and this waits for the piece it is computing (one piece: bounded work), so nothing still reads
+    once the caller goes on.
     """
-    done: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
+    done: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    slots = threading.Semaphore(ahead + 1)
     stop = threading.Event()
     options = {**HARDENED_CONFIG, **(rasterio.env.getenv() if rasterio.env.hasenv() else {})}
 
@@ -120,6 +123,7 @@ def _computed_ahead(pieces: list[Piece], compute: Callable[[Piece], Result], ahe
         try:
             with rasterio.Env(**options):
                 for piece in pieces:
+                    slots.acquire()
                     if stop.is_set():
                         return
                     try:
@@ -140,13 +144,10 @@ def _computed_ahead(pieces: list[Piece], compute: Callable[[Piece], Result], ahe
             if not ok:
                 raise value
             yield value
+            slots.release()
     finally:
         stop.set()
-        # Emptied once after ``stop``: the helper then puts at most one more result and stops, so
-        # it never blocks on a full queue and the join below ends with its current piece.
-        with contextlib.suppress(queue.Empty):
-            while True:
-                done.get_nowait()
+        slots.release()  # a helper waiting for a slot wakes, sees ``stop`` and ends
         helper.join()
 
 
