@@ -62,7 +62,9 @@ def test_two_threads_get_the_engine_one_piece_ahead_and_one_thread_the_plain_one
 def test_results_come_back_in_the_pieces_order():
     """Guards against a helper's results taken in the order they finished instead of the pieces'."""
     pieces = list(range(200))
-    assert [(p, r) for p, r in AHEAD.map(pieces, lambda p: p * p)] == [(p, p * p) for p in pieces]
+    assert [(p, r) for p, r in AHEAD.map(pieces, lambda p: p * p, writes=True)] == [
+        (p, p * p) for p in pieces
+    ]
 
 
 def test_at_most_one_piece_is_computed_ahead_of_the_caller():
@@ -76,7 +78,7 @@ def test_at_most_one_piece_is_computed_ahead_of_the_caller():
             lead.append(piece - taken)
         return piece
 
-    for _, _result in AHEAD.map(range(100), compute):
+    for _, _result in AHEAD.map(range(100), compute, writes=True):
         with lock:
             taken += 1
     # Starting piece p while the caller's loop body has finished `taken` results: the caller still
@@ -84,11 +86,13 @@ def test_at_most_one_piece_is_computed_ahead_of_the_caller():
     assert max(lead) <= AHEAD.ahead
 
 
-def test_pieces_run_in_a_helper_thread_and_the_plain_engine_in_the_callers():
-    """Guards against the engine quietly running every piece in the caller's thread (no overlap)."""
+def test_pieces_of_a_writing_loop_run_in_a_helper_thread_and_the_rest_in_the_callers():
+    """Guards against the engine quietly running every piece in the caller's thread (no overlap), and
+    against a loop that only folds counts paying for a thread (and new dataset handles) for nothing."""
     caller = threading.get_ident()
     assert {r for _, r in LOCAL.map(range(5), lambda _: threading.get_ident())} == {caller}
-    assert caller not in {r for _, r in AHEAD.map(range(5), lambda _: threading.get_ident())}
+    assert caller not in {r for _, r in AHEAD.map(range(5), lambda _: threading.get_ident(), writes=True)}
+    assert {r for _, r in AHEAD.map(range(5), lambda _: threading.get_ident())} == {caller}
 
 
 def test_a_failing_piece_raises_its_own_error_at_its_turn_and_nothing_after_it_runs():
@@ -103,7 +107,7 @@ def test_a_failing_piece_raises_its_own_error_at_its_turn_and_nothing_after_it_r
 
     received = []
     with pytest.raises(ValueError, match="piece 3 is bad"):
-        for _, result in AHEAD.map(range(10), compute):
+        for _, result in AHEAD.map(range(10), compute, writes=True):
             received.append(result)
     assert received == [0, 1, 2]
     assert computed == [0, 1, 2, 3]
@@ -118,7 +122,7 @@ def test_a_caller_that_stops_early_leaves_no_helper_running():
         computed.append(piece)
         return piece
 
-    results = AHEAD.map(range(100), compute)
+    results = AHEAD.map(range(100), compute, writes=True)
     for _, result in results:
         if result == 4:
             break
@@ -134,7 +138,7 @@ def test_the_helper_reads_through_its_own_handle_and_closes_it(ahead_ctx: Operat
     with gdal_env(ahead_ctx), rasterio.open(path) as caller_ds:
         source = SourceRaster.of(ahead_ctx, caller_ds)
         assert source.dataset() is caller_ds
-        seen = [ds for _, ds in AHEAD.map(range(3), lambda _: source.dataset())]
+        seen = [ds for _, ds in AHEAD.map(range(3), lambda _: source.dataset(), writes=True)]
         assert all(ds is not caller_ds for ds in seen)
         assert len({id(ds) for ds in seen}) == 1
         assert seen[0].closed
@@ -151,7 +155,7 @@ def test_the_helper_runs_in_the_callers_context_and_gdal_environment(ahead_ctx: 
         return marker.get(), rasterio.env.getenv()
 
     with gdal_env(ahead_ctx):
-        (_, (value, options)), *_ = list(AHEAD.map(range(2), compute))
+        (_, (value, options)), *_ = list(AHEAD.map(range(2), compute, writes=True))
     assert value == "this call"
     assert options["GDAL_NUM_THREADS"] == "2"
     assert all(options[name] == setting for name, setting in HARDENED_CONFIG.items())

@@ -142,6 +142,7 @@ class DaskEngine:
         *,
         what: str | None = None,
         progress: bool = True,
+        writes: bool = False,
     ) -> Iterator[tuple[Piece, Result]]:
         listed = list(pieces)
         if not listed:

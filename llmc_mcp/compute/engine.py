@@ -54,9 +54,12 @@ class Engine(Protocol):
         *,
         what: str | None = None,
         progress: bool = True,
+        writes: bool = False,
     ) -> Iterator[tuple[Piece, Result]]:
         """``what`` names the loop in progress messages; ``progress=False`` for a loop that is not
-        the operation's main work (a scan before the write), whose counts are not reported."""
+        the operation's main work (a scan before the write), whose counts are not reported.
+        ``writes=True`` says the loop body writes each result to an output, work of its own that the
+        next pieces can be computed beside (a loop that only folds counts has none)."""
         ...
 
 
@@ -64,14 +67,18 @@ class LocalEngine:
     """The windowed engine of this process: results in order, progress after each piece.
 
     ``ahead=0`` runs each piece in the caller's thread, one at a time. ``ahead=1`` (what a process with
-    two or more threads gets, :func:`local_engine`) computes the next piece in a helper thread while
-    the caller writes or folds the current one: reading and decoding the source, the kernel, and
-    compressing the output (which GDAL does as the block cache fills, in whichever thread reads) then
-    overlap instead of taking turns on one core. At most ``ahead + 1`` pieces are in memory at once
-    (computed or being computed), whatever the raster's size. The helper runs in a copy of the
-    caller's context variables (the call's remote budget, its provenance capture) and GDAL
-    environment, opens its own datasets (a dataset handle is never used by two threads,
-    :class:`~llmc_mcp.compute.sources.SourceRaster`), and closes them when the loop ends.
+    two or more threads gets, :func:`local_engine`) computes the next piece of a loop that writes
+    (``writes=True``) in a helper thread while the caller writes the current one: reading and
+    decoding the source, the kernel, and compressing the output (which GDAL does as the block cache
+    fills, in whichever thread reads) then overlap instead of taking turns on one core. A loop that
+    only folds counts runs in the caller's thread either way: it has nothing to overlap, and there
+    its pieces reuse the blocks the caller's dataset has cached (statistics' second pass).
+
+    At most ``ahead + 1`` pieces are in memory at once (computed or being computed), whatever the
+    raster's size. The helper runs in a copy of the caller's context variables (the call's remote
+    budget, its provenance capture) and GDAL environment, opens its own datasets (a dataset handle is
+    never used by two threads, :class:`~llmc_mcp.compute.sources.SourceRaster`), and closes them when
+    the loop ends.
     """
 
     name = "local"
@@ -86,9 +93,10 @@ class LocalEngine:
         *,
         what: str | None = None,
         progress: bool = True,
+        writes: bool = False,
     ) -> Iterator[tuple[Piece, Result]]:
         listed = list(pieces)
-        if self.ahead > 0 and len(listed) > 1:
+        if writes and self.ahead > 0 and len(listed) > 1:
             results: Iterator[Result] = _computed_ahead(listed, compute, self.ahead)
         else:
             results = (compute(piece) for piece in listed)

@@ -52,8 +52,11 @@ def read_valid(
             "on it because it reads only the header.",
         ) from None
     raw = np.ma.getdata(data)
+    floating = raw.dtype.kind in "fc"
+    if not masked:
+        return raw, np.isfinite(raw) if floating else np.ones(raw.shape, dtype=bool)
     valid = ~np.ma.getmaskarray(data)
-    if raw.dtype.kind in "fc":
+    if floating:
         valid &= np.isfinite(raw)
     return raw, valid
 

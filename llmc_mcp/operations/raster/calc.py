@@ -379,7 +379,7 @@ class _CalcPlan:
             out.set_band_description(1, self.expression[:200])
             out.update_tags(LLMC_EXPRESSION=self.expression[:1000], LLMC_PHYSICAL=str(self.physical))
             windows = _windows(out.width, out.height)
-            for window, (values, good) in self.ctx.engine.map(windows, evaluation):
+            for window, (values, good) in self.ctx.engine.map(windows, evaluation, writes=True):
                 self.valid += good
                 self.invalid += values.size - good
                 out.write(values, 1, window=window)

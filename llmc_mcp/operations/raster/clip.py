@@ -359,7 +359,9 @@ class _ClipPlan:
             carry_metadata(source, out)
             windows = clip_windows(Window(0, 0, self.piece.grid.width, self.piece.grid.height))
             # Inside cells are added up here, in the windows' order: a piece may run elsewhere.
-            for window, (values, inside, mask) in self.engine.map(windows, self.piece, progress=False):
+            for window, (values, inside, mask) in self.engine.map(
+                windows, self.piece, progress=False, writes=True
+            ):
                 self.inside += inside
                 out.write(values, window=window)
                 if mask is not None:

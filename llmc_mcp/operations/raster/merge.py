@@ -324,7 +324,7 @@ class _MergePlan:
             windows = write_windows(out.width, out.height, per_pixel)
             # Counts are added here, in the windows' order, never inside a piece: a piece may run
             # in another process.
-            for window, merged in self.engine.map(windows, piece):
+            for window, merged in self.engine.map(windows, piece, writes=True):
                 out.write(merged.values, window=window)
                 if merged.mask is not None:
                     out.write_mask(merged.mask, window=window)

@@ -429,7 +429,9 @@ class _ReclassPlan:
             out.set_band_description(1, f"classes of band {self.piece.band}")
             out.update_tags(1, LAYER_TYPE="thematic")
             windows = _windows(out.width, out.height)
-            for window, (classes, counts) in self.engine.map(windows, self.piece, progress=False):
+            for window, (classes, counts) in self.engine.map(
+                windows, self.piece, progress=False, writes=True
+            ):
                 self.per_slot += counts.per_slot
                 self.unmatched += counts.unmatched
                 self.invalid += counts.invalid

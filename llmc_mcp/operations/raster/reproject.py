@@ -400,7 +400,7 @@ def _warp_windows(out: Any, plan: WarpPlan) -> None:
     # warps into a copy of the window's array (a MEM dataset): the pixels are held twice.
     per_pixel = 2 * (layers * plan.dtype.itemsize) + (1 if plan.use_mask else 0)
     warp = WarpPiece(plan.source, out.transform, count, layers, plan.dtype, plan.warp_options)
-    for window, warped in plan.engine.map(write_windows(out.width, out.height, per_pixel), warp):
+    for window, warped in plan.engine.map(write_windows(out.width, out.height, per_pixel), warp, writes=True):
         out.write(warped[:count], window=window)
         if plan.use_mask:
             out.write_mask(warped[count] > 0, window=window)

@@ -328,7 +328,9 @@ class TerrainPlan:
     def write(self, source: DatasetReader, tmp: Path) -> None:
         with rasterio.open(tmp, "w", **self.profile) as out:
             out.set_band_description(1, self.measure)
-            for window, (values, bad) in self.engine.map(windows(out.width, out.height), self.piece):
+            for window, (values, bad) in self.engine.map(
+                windows(out.width, out.height), self.piece, writes=True
+            ):
                 self.nodata += bad
                 self.valid += values.size - bad
                 out.write(values, 1, window=window)
