@@ -210,12 +210,8 @@ class Dem:
         raw, valid = read_valid(self.ctx, ds, 1, Window(c0, r0, c1 - c0, r1 - r0))
         out = np.empty((rows, cols))
         # The halo outside the raster: at most one row or column each side.
-        out[: r0 - row0], out[r1 - row0 :], out[:, : c0 - col0], out[:, c1 - col0 :] = (
-            np.nan,
-            np.nan,
-            np.nan,
-            np.nan,
-        )
+        for edge in (out[: r0 - row0], out[r1 - row0 :], out[:, : c0 - col0], out[:, c1 - col0 :]):
+            edge.fill(np.nan)
         inside = out[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0]
         # Cast to float64 before scaling: a float32 product would round before it is widened.
         np.multiply(raw, self.scale, out=inside, dtype=np.float64)
