@@ -32,6 +32,7 @@ OPERATION_TOOLS = [
     "raster_align",
     "raster_area",
     "raster_calc",
+    "raster_calc_stats",
     "raster_clip",
     "raster_convert",
     "raster_info",
