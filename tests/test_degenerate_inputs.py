@@ -148,6 +148,10 @@ class WithRaster:
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "raster.reproject": {"dst_crs": "EPSG:4326"},
     "raster.calc": {"expression": "a + 1", "inputs": WithRaster(lambda path: [{"name": "a", "path": path}])},
+    "raster.calc_stats": {
+        "expression": "a + 1",
+        "inputs": WithRaster(lambda path: [{"name": "a", "path": path}]),
+    },
     "raster.merge": {"sources": WithRaster(lambda path: [path])},
     "raster.reclassify": {"rules": [{"max": 1, "to": 1}, {"min": 1, "to": 2}]},
     "crs.transform": {"src_crs": UTM, "dst_crs": "EPSG:4326"},
@@ -306,6 +310,23 @@ def _calc_of_constant(result: Any, root: Path) -> None:
     assert (_band(root, result) == 1).all()
 
 
+def _calc_stats_of_constant(result: Any, root: Path) -> None:
+    stats = result.stats
+    assert (stats.min, stats.max, stats.mean, stats.std, stats.valid_count) == (1, 1, 1, 0, 25)
+    assert set(stats.percentiles.values()) == {1.0}
+
+
+def _calc_stats_of_nothing(result: Any, root: Path) -> None:
+    stats = result.stats
+    assert (stats.valid_count, stats.nodata_count, stats.min, stats.max, stats.mean) == (
+        0,
+        16,
+        None,
+        None,
+        None,
+    )
+
+
 def _reclassify_constant(result: Any, root: Path) -> None:
     assert [(r.to, r.cells) for r in result.rules] == [(1, 25), (2, 0)] and result.unmatched_cells == 0
 
@@ -333,6 +354,9 @@ KNOWN: dict[tuple[str, str], Callable[[Any, Path], None]] = {
     ("raster.clip", "constant-raster"): _clip_keeps(25),
     ("raster.clip", "1x1-raster"): _clip_keeps(1),
     ("raster.calc", "constant-raster"): _calc_of_constant,
+    ("raster.calc_stats", "constant-raster"): _calc_stats_of_constant,
+    ("raster.calc_stats", "all-nodata-raster"): _calc_stats_of_nothing,
+    ("raster.calc_stats", "all-nan-raster"): _calc_stats_of_nothing,
     ("raster.reclassify", "constant-raster"): _reclassify_constant,
     ("terrain.slope", "constant-raster"): _flat_slope,
     ("hydrology.flow_accumulation", "constant-raster"): _pits_accumulate_themselves,
