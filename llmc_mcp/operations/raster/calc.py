@@ -207,7 +207,8 @@ def check_expression(
 
 def input_locations(ctx: OperationContext, specs: Sequence[Mapping[str, Any]]) -> dict[str, InputLocation]:
     """Each distinct input's resolved path (resolved once: the policy lists folders)."""
-    return {spec["path"]: input_location(ctx, spec["path"], "inputs.path") for spec in specs}
+    paths = dict.fromkeys(spec["path"] for spec in specs)
+    return {path: input_location(ctx, path, "inputs.path") for path in paths}
 
 
 def bind_inputs(
