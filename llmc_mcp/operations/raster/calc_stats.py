@@ -43,6 +43,8 @@ from llmc_mcp.operations.raster.models import CalcStatsResult, GeoreferencingCho
 from llmc_mcp.operations.raster.stats import (
     CHUNK_PIXELS,
     Counted,
+    HistogramBins,
+    Percentiles,
     Read,
     Tally,
     accumulate,
@@ -66,13 +68,8 @@ def calc_stats(
         Field(description="Nodata value as raster.calc's; default NaN for floats. Integer types need one."),
     ] = None,
     physical: Physical = True,
-    percentiles: Annotated[
-        list[float], Field(description="Percentiles to compute, each in [0, 100]; [] for none.")
-    ] = [2.0, 25.0, 50.0, 75.0, 98.0],  # noqa: B006  # the stub shows it; validation copies it, nothing mutates it
-    histogram_bins: Annotated[
-        int | None,
-        Field(description="Also count valid values in this many equal bins over [min, max] (1-10000)."),
-    ] = None,
+    percentiles: Percentiles = [2.0, 25.0, 50.0, 75.0, 98.0],  # noqa: B006  # the stub shows it; validation copies it
+    histogram_bins: HistogramBins = None,
     georeferencing: GeoreferencingChoice = None,
 ) -> CalcStatsResult:
     """Statistics of a band-math expression without writing it: raster.calc then raster.stats in one call.

@@ -37,6 +37,15 @@ CHUNK_PIXELS = 1 << 20
 MAX_HISTOGRAM_BINS = 10_000
 
 
+Percentiles = Annotated[
+    list[float], Field(description="Percentiles to compute, each in [0, 100]; [] for none.")
+]
+HistogramBins = Annotated[
+    int | None,
+    Field(description="Also count valid values in this many equal bins over [min, max] (1-10000)."),
+]
+
+
 @operation("raster", read_only=True, inputs=("path",))
 def stats(
     ctx: OperationContext,
@@ -44,13 +53,8 @@ def stats(
     bands: Annotated[
         list[int] | None, Field(description="Band numbers (1-based) to summarise; default: all bands.")
     ] = None,
-    percentiles: Annotated[
-        list[float], Field(description="Percentiles to compute, each in [0, 100]; [] for none.")
-    ] = [2.0, 25.0, 50.0, 75.0, 98.0],  # noqa: B006  # the stub shows it; validation copies it, nothing mutates it
-    histogram_bins: Annotated[
-        int | None,
-        Field(description="Also count valid pixels in this many equal bins over [min, max] (1-10000)."),
-    ] = None,
+    percentiles: Percentiles = [2.0, 25.0, 50.0, 75.0, 98.0],  # noqa: B006  # the stub shows it; validation copies it
+    histogram_bins: HistogramBins = None,
     approx: Annotated[
         bool,
         Field(

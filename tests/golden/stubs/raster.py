@@ -452,7 +452,7 @@ def stats(path: str, bands: list[int] | None = None, percentiles: list[float] = 
         path: Workspace-relative raster file.
         bands: Band numbers (1-based) to summarise; default: all bands.
         percentiles: Percentiles to compute, each in [0, 100]; [] for none.
-        histogram_bins: Also count valid pixels in this many equal bins over [min, max] (1-10000).
+        histogram_bins: Also count valid values in this many equal bins over [min, max] (1-10000).
         approx: Summarise a decimated read of at most ~1 M pixels per band (using overviews where the file has them) instead of every pixel: fast on huge files, but not exact.
         physical: Report bands that declare a scale/offset in physical values (raw * scale + offset), with the stored-value statistics in 'raw'; False reports stored values only.
     """

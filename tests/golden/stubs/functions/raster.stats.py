@@ -30,7 +30,7 @@ def stats(
     path: str,  # Workspace-relative raster file.
     bands: list[int] | None = None,  # Band numbers (1-based) to summarise; default: all bands.
     percentiles: list[float] = [2.0, 25.0, 50.0, 75.0, 98.0],  # Percentiles to compute, each in [0, 100]; [] for none.
-    histogram_bins: int | None = None,  # Also count valid pixels in this many equal bins over [min, max] (1-10000).
+    histogram_bins: int | None = None,  # Also count valid values in this many equal bins over [min, max] (1-10000).
     approx: bool = False,  # Summarise a decimated read of at most ~1 M pixels per band (using overviews where the file has them) instead of every pixel: fast on huge files, but not exact.
     physical: bool = True,  # Report bands that declare a scale/offset in physical values (raw * scale + offset), with the stored-value statistics in 'raw'; False reports stored values only.
 ) -> RasterStats:
