@@ -11,10 +11,14 @@ pieces open files through :func:`~llmc_mcp.gdal.datasets.open_for_read`, which c
 :func:`probe_worker` is what the server runs on each worker at start: can it read the workspace at
 the server's path (a probe file the server wrote), and is the hardening in force. A worker that
 cannot see the workspace would fail every piece; the server refuses to start instead.
+
+The plugin also undoes one of Dask's defaults that costs our pieces a third more CPU:
+:func:`reuse_freed_arrays`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any
 
@@ -29,6 +33,9 @@ from llmc_mcp.gdal.environment import (
 
 PLUGIN_NAME = "llmc-mcp-hardened-gdal"
 MAX_PROBE_BYTES = 256
+PIECE_ARRAYS_BYTES = 32 << 20
+"""Allocations up to this size come from the heap and are reused; glibc's largest mmap threshold."""
+_M_MMAP_THRESHOLD = -3
 
 
 class HardenedGdal(WorkerPlugin):
@@ -41,6 +48,7 @@ class HardenedGdal(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         harden(self.memory_mb)
+        reuse_freed_arrays()
 
 
 def harden(memory_mb: int) -> None:
@@ -52,6 +60,24 @@ def harden(memory_mb: int) -> None:
     left = unexpected_drivers()
     if left:
         raise RuntimeError(f"GDAL drivers beyond the allowlist are registered: {', '.join(left)}")
+
+
+def reuse_freed_arrays() -> bool:
+    """Let glibc reuse the memory of a freed window-sized array instead of mapping fresh pages.
+
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, and setting any malloc tunable
+    switches off glibc's dynamic mmap threshold: every array over 128 KiB (a piece's windows and
+    numexpr's results, megabytes each) is then mmapped, faulted in page by page and unmapped again.
+    Measured on slope's pieces, that is 25-35% more CPU than in our own workers. Raising the mmap
+    threshold to :data:`PIECE_ARRAYS_BYTES` brings the arrays back to the heap, where the next piece
+    reuses them; the trim threshold Dask set still returns the heap's free top to the system. False
+    where the C library has no ``mallopt`` (not glibc): nothing to undo there.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, PIECE_ARRAYS_BYTES))
 
 
 def probe_worker(path: str, expected: str) -> dict[str, Any]:
