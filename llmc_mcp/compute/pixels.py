@@ -43,14 +43,8 @@ def read_valid(
     try:
         data = ds.read(indexes, window=window, out_shape=out_shape, resampling=resampling, masked=masked)
     except GDAL_ERRORS as exc:
-        shown = shown_dataset(ctx, ds)
         which = f"band {indexes}" if isinstance(indexes, int) else f"bands {indexes}"
-        raise RasterError(
-            f"'{shown}': the pixel data of {which} could not be read "
-            f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
-            fix="The file is damaged or truncated: re-create or re-download it. raster.info still works "
-            "on it because it reads only the header.",
-        ) from None
+        raise unreadable(ctx, ds, which, exc) from None
     raw = np.ma.getdata(data)
     floating = raw.dtype.kind in "fc"
     if not masked:
@@ -74,6 +68,16 @@ def _needs_mask(ds: DatasetReader, band: int) -> bool:
     nodata = ds.nodatavals[band - 1]
     floating = np.dtype(ds.dtypes[band - 1]).kind == "f"
     return not (flags == [MaskFlags.nodata] and floating and nodata is not None and math.isnan(nodata))
+
+
+def unreadable(ctx: ComputeContext, ds: DatasetReader, which: str, exc: Exception) -> RasterError:
+    """The error for pixels of ``ds`` (``which``: "band 2", "the mask") GDAL could not read."""
+    return RasterError(
+        f"'{shown_dataset(ctx, ds)}': the pixel data of {which} could not be read "
+        f"({translate_gdal_error(exc, ctx, Path(ds.name))}).",
+        fix="The file is damaged or truncated: re-create or re-download it. raster.info still works "
+        "on it because it reads only the header.",
+    )
 
 
 def grid_windows(area: Window, rows: int, cols: int) -> Iterator[Window]:

@@ -9,6 +9,7 @@ afterwards. The atomic write and the creation options are :mod:`.output`'s, shar
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from llmc_mcp.compute import progress
 from llmc_mcp.compute.models import Compression, RasterInfo
 from llmc_mcp.compute.output import creation_options, preflight_output, single_dtype, write_output
 from llmc_mcp.errors import InvalidArgument
+from llmc_mcp.gdal.datasets import GeoreferencingPolicy
 from llmc_mcp.gdal.remote_datasets import shown_dataset
 from llmc_mcp.operations.catalog import OperationContext, operation
+from llmc_mcp.operations.raster.convert_pieces import PieceCopy, copies_in_pieces
 from llmc_mcp.operations.raster.gdal_copy import create_copy
 from llmc_mcp.operations.raster.models import GeoreferencingChoice, OutputGeoTiff, OverviewResampling
 from llmc_mcp.reflection.specs import CONVERT_LOSSY, CONVERT_OVERVIEWS, Facts
@@ -35,7 +38,7 @@ AUTO_OVERVIEW_MIN_SIDE = 256
 
 def _preflight(ctx: OperationContext, args: Mapping[str, Any]) -> Facts:
     """Refuse a conversion that cannot run before the gate asks for its justification."""
-    return preflight_output(ctx, args, _plan_copy)
+    return preflight_output(ctx, args, _planner(args["georeferencing"] or "refuse"))
 
 
 @operation(
@@ -118,11 +121,12 @@ def convert(
     non-uint8 data, WEBP without 3/4 bands, overview factors below 2, overview_resampling without
     overviews, src == dst; raster_error when reading or writing fails.
     """
+    policy = georeferencing or "refuse"
     return write_output(
         ctx,
         src,
         dst,
-        _plan_copy,
+        _planner(policy),
         driver=driver,
         compress=compress,
         predictor=predictor,
@@ -131,7 +135,7 @@ def convert(
         overviews=overviews,
         overview_resampling=overview_resampling,
         quality=quality,
-        georeferencing=georeferencing or "refuse",
+        georeferencing=policy,
     )
 
 
@@ -141,27 +145,39 @@ class _CopyPlan:
     options: dict[str, str]
     overview_factors: list[int]
     overview_resampling: str
+    pieces: PieceCopy | None
+    """Set where the engine runs pieces elsewhere and the copy can be made in pieces
+    (:mod:`.convert_pieces`); else GDAL's ``CreateCopy`` in this process."""
 
     def write(self, source: DatasetReader, tmp: Path) -> None:
-        # GDAL's copy, with its progress (rasterio's copy takes no callback): the source is reopened
-        # with the checked dataset's open options (its georeferencing choice among them).
-        create_copy(
-            source.name,
-            source.options,
-            tmp,
-            self.driver,
-            self.options,
-            lambda fraction: progress.report(round(fraction * 1000), 1000),
-        )
+        if self.pieces is not None:
+            self.pieces.write(source, tmp)
+        else:
+            # GDAL's copy, with its progress (rasterio's copy takes no callback): the source is
+            # reopened with the checked dataset's open options (its georeferencing choice among them).
+            create_copy(
+                source.name,
+                source.options,
+                tmp,
+                self.driver,
+                self.options,
+                lambda fraction: progress.report(round(fraction * 1000), 1000),
+            )
         if self.driver == "GTiff" and self.overview_factors:
             with rasterio.open(tmp, "r+") as out:
                 out.build_overviews(self.overview_factors, RioOverviewResampling[self.overview_resampling])
+
+
+def _planner(georeferencing: GeoreferencingPolicy) -> Any:
+    """:func:`_plan_copy` for a source opened with ``georeferencing``, which its pieces reopen with."""
+    return functools.partial(_plan_copy, georeferencing=georeferencing)
 
 
 def _plan_copy(
     ctx: OperationContext,
     source: DatasetReader,
     *,
+    georeferencing: GeoreferencingPolicy,
     driver: str,
     compress: str,
     predictor: int | None,
@@ -206,7 +222,10 @@ def _plan_copy(
         options["BLOCKYSIZE"] = str(blocksize)
         if tiled:
             options.update(TILED="YES", BLOCKXSIZE=str(blocksize))
-    return _CopyPlan(driver, options, factors, overview_resampling)
+    pieces = None
+    if copies_in_pieces(ctx, source, driver):
+        pieces = PieceCopy.plan(ctx, source, georeferencing, options)
+    return _CopyPlan(driver, options, factors, overview_resampling, pieces)
 
 
 def _check_overviews(

@@ -369,14 +369,15 @@ def check_nodata(value: float, dtype: np.dtype, argument: str) -> None:
             )
 
 
-def carry_metadata(source: DatasetReader, out: Any) -> None:
-    """Band descriptions, colour interpretation and table, scales/offsets/units and tags (not stale
-    STATISTICS_*) of ``source``, onto the output being written."""
+def carry_metadata(source: DatasetReader, out: Any, *, statistics: bool = False) -> None:
+    """Band descriptions, colour interpretation and table, scales/offsets/units and tags of ``source``,
+    onto the output being written; STATISTICS_* tags only with ``statistics`` (a copy of the same
+    pixels), since new pixels make them stale."""
     out.colorinterp = source.colorinterp
     for i in source.indexes:
         if source.descriptions[i - 1]:
             out.set_band_description(i, source.descriptions[i - 1])
-        band_tags = {k: v for k, v in source.tags(i).items() if not k.startswith("STATISTICS_")}
+        band_tags = {k: v for k, v in source.tags(i).items() if statistics or not k.startswith("STATISTICS_")}
         if band_tags:
             out.update_tags(i, **band_tags)
     out.update_tags(**source.tags())
