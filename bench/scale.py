@@ -25,6 +25,8 @@ output quotas raised above the default 2 GiB per session so the largest outputs 
   -wo NUM_THREADS=ALL_CPUS -r bilinear -t_srs EPSG:4326 -wm 256`` (llmc's warp memory) on the grid llmc
   chose (``-te``/``-ts`` from llmc's output), NaN nodata, llmc's creation options;
 - ``slope``: ``terrain.slope`` of dem.tif. Reference: ``gdaldem slope`` with the same creation options;
+- ``convert``: ``raster.convert`` of dem.tif to ZSTD (predictor 3, 512 tiles). Reference: ``gdal_translate``
+  with the same creation options;
 - ``zonal``: ``raster.zonal_stats`` of dem.tif over zones.gpkg, mean, sum, count. Reference:
   exactextract's ``exact_extract`` with its ``RasterioRasterSource`` (as bench/zonal.py);
 - ``flow``: ``hydrology.condition`` (fill_flats) then ``hydrology.flow_direction`` (d8) then
@@ -63,7 +65,7 @@ Time: 4096² took 3 min on 2 cores at load average 6-10; 16384² slope alone 3 m
 dask 74 s, gdaldem 54 s). The whole default run: about an hour there (16384² ~15 min, 32768² ~40 min;
 llmc's flow is refused above 4096² at 2 GiB, pyflwdir is not run at 32768²).
 
-Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768] [--ops calc_stats,reproject,slope,zonal,flow]
+Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768] [--ops calc_stats,expr_stats,reproject,slope,convert,zonal,flow]
      [--engines local,dask] [--workdir DIR] [--keep] [--memory-mb 2048]
      Smoke test: --sizes 1024,2048. Needs gdal-bin (gdalwarp, gdaldem) for those two references.
 """
@@ -85,7 +87,7 @@ from pathlib import Path
 from typing import Any
 
 SIZES = (4096, 16384, 32768)
-OPS = ("calc_stats", "expr_stats", "reproject", "slope", "zonal", "flow")
+OPS = ("calc_stats", "expr_stats", "reproject", "slope", "convert", "zonal", "flow")
 ENGINES = ("local", "dask")
 BLOCK = 512
 CELL = 10.0
@@ -102,7 +104,8 @@ CREATION = {"TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512", "COMPRESS"
             "BIGTIFF": "IF_SAFER", "NUM_THREADS": str(CORES)}  # fmt: skip
 """llmc's creation options for a float32 output (compute.output.creation_options), given to the tools."""
 REFERENCES = {"calc_stats": "numexpr + numpy", "expr_stats": "numexpr + numpy, fused",
-              "reproject": "gdalwarp", "slope": "gdaldem slope", "zonal": "exactextract",
+              "reproject": "gdalwarp", "slope": "gdaldem slope", "convert": "gdal_translate",
+              "zonal": "exactextract",
               "flow": "pyflwdir"}  # fmt: skip
 
 
@@ -222,6 +225,11 @@ def llmc_slope(ctx: Any, tag: str) -> dict[str, Any]:
     return {"check": ""}
 
 
+def llmc_convert(ctx: Any, tag: str) -> dict[str, Any]:
+    run_op(ctx, "raster.convert", src="dem.tif", dst=f"dem_zstd_{tag}.tif", compress="ZSTD")
+    return {"check": ""}
+
+
 def llmc_zonal(ctx: Any, tag: str) -> dict[str, Any]:
     result = run_op(ctx, "raster.zonal_stats", path="dem.tif", zones="zones.gpkg", stats=STATS)
     zones = [dict(zone.stats) for zone in result.results]
@@ -244,7 +252,7 @@ def llmc_flow(ctx: Any, tag: str, dem_name: str = "dem.tif") -> dict[str, Any]:
 
 LLMC: dict[str, Callable[[Any, str], dict[str, Any]]] = {
     "calc_stats": llmc_calc_stats, "expr_stats": llmc_expr_stats, "reproject": llmc_reproject,
-    "slope": llmc_slope, "zonal": llmc_zonal,
+    "slope": llmc_slope, "convert": llmc_convert, "zonal": llmc_zonal,
     "flow": llmc_flow,
 }  # fmt: skip
 
@@ -359,6 +367,13 @@ def reference_slope(ws: Path, _grid: Any) -> dict[str, Any]:
     return {"check": ""}
 
 
+def reference_convert(ws: Path, _grid: Any) -> dict[str, Any]:
+    creation = {**CREATION, "COMPRESS": "ZSTD"}
+    flags = [item for key, value in creation.items() for item in ("-co", f"{key}={value}")]
+    run_tool(["gdal_translate", "-q", *flags, str(ws / "dem.tif"), str(ws / "dem_zstd_reference.tif")])
+    return {"check": ""}
+
+
 def reference_zonal(ws: Path, _grid: Any) -> dict[str, Any]:
     import pyogrio
     import rasterio
@@ -403,7 +418,7 @@ def pyflwdir_chain(library: Any, ws: Path, src: str, tag: str) -> dict[str, Any]
 
 REFERENCE: dict[str, Callable[[Path, Any], dict[str, Any]]] = {
     "calc_stats": reference_calc_stats, "expr_stats": reference_expr_stats, "reproject": reference_reproject,
-    "slope": reference_slope,
+    "slope": reference_slope, "convert": reference_convert,
     "zonal": reference_zonal, "flow": reference_flow,
 }  # fmt: skip
 
@@ -636,7 +651,7 @@ def measure_size(args: argparse.Namespace, size: int, folder: Path,
             message = (f"pyflwdir would need about {needed / 1024:.0f} GiB ({PYFLWDIR_MIB_PER_MCELL} MiB per "
                        f"M cells), over --reference-memory-mb {args.reference_memory_mb}")  # fmt: skip
             run = {"error": "not run", "refused": True, "message": message}
-        elif op in ("reproject", "slope") and not shutil.which(REFERENCES[op].split()[0]):
+        elif op in ("reproject", "slope", "convert") and not shutil.which(REFERENCES[op].split()[0]):
             run = {"error": "not run", "refused": True, "message": "gdal-bin is not installed"}
         else:
             started = os.getloadavg()[0]
