@@ -65,9 +65,11 @@ Time: 4096² took 3 min on 2 cores at load average 6-10; 16384² slope alone 3 m
 dask 74 s, gdaldem 54 s). The whole default run: about an hour there (16384² ~15 min, 32768² ~40 min;
 llmc's flow is refused above 4096² at 2 GiB, pyflwdir is not run at 32768²).
 
-Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768] [--ops calc_stats,expr_stats,reproject,slope,convert,zonal,flow]
-     [--engines local,dask] [--workdir DIR] [--keep] [--memory-mb 2048]
-     Smoke test: --sizes 1024,2048. Needs gdal-bin (gdalwarp, gdaldem) for those two references.
+Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768]
+     [--ops calc_stats,expr_stats,reproject,slope,convert,zonal,flow] [--engines local,dask]
+     [--workdir DIR] [--keep] [--memory-mb 2048]
+     Smoke test: --sizes 1024,2048. Needs gdal-bin (gdalwarp, gdaldem, gdal_translate) for those
+     three references.
 """
 
 from __future__ import annotations
