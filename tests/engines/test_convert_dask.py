@@ -159,3 +159,11 @@ def test_what_pieces_cannot_carry_is_copied_by_gdal_as_locally(
     driver = "COG" if case == "cog" else "GTiff"
     pieces = convert_on_both(ctx, dask_ctx, dask_engine, src="plain.tif", driver=driver)
     assert pieces == 0
+
+
+def test_an_alpha_band_stays_a_band_on_dask(
+    ctx: OperationContext, dask_ctx: OperationContext, dask_engine: DaskEngine
+):
+    """Guards against an alpha band's validity written a second time as an internal mask (GDAL
+    reports alpha as a per-dataset mask too), or its colour interpretation lost."""
+    convert_on_both(ctx, dask_ctx, dask_engine, src="RGBA.uint16.tif", compress="LZW")
