@@ -7,11 +7,12 @@ only read). What runs on a Dask worker is our piece function on a picklable piec
 :class:`~llmc_mcp.compute.sources.SourceRaster` to read it from, and the operation's parameters.
 Agent code never does: the sandbox has no client and no network.
 
-Pieces are submitted a few at a time (:attr:`DaskEngine.in_flight`: twice the cluster's threads, or
-two runs of neighbouring pieces per worker, by default), and the next one only when the oldest result
-has been taken, so the memory held here is bounded by that many pieces, whatever the raster's size;
-on each worker it is bounded by the pieces it runs. The answer equals the local engine's cell for
-cell: the same function runs on the same pieces, and results are folded in the pieces' order.
+Runs of up to :data:`MAX_RUN` neighbouring pieces are one task each, submitted a few at a time
+(:attr:`DaskEngine.in_flight`: twice the cluster's threads by default), and the next one only when
+the oldest run's results have been taken, so the memory held here is bounded by that many runs,
+whatever the raster's size; on each worker it is bounded by the runs it holds. The answer equals
+the local engine's cell for cell: the same function runs on the same pieces, and results are folded
+in the pieces' order.
 
 A piece that fails raises its own error here (a refusal names its file as it would locally). A
 worker that dies mid-piece fails the operation with :class:`EngineFailed`: pieces are never
@@ -45,7 +46,7 @@ Result = TypeVar("Result")
 CONNECT_SECONDS = 10.0
 """How long a scheduler may take to answer before the engine gives up on it."""
 MAX_RUN = 8
-"""Neighbouring pieces sent to one worker in a row, at most (see :meth:`DaskEngine.map`)."""
+"""Neighbouring pieces in one task, at most (see :meth:`DaskEngine.map`)."""
 
 
 class EngineFailed(LlmcError):
@@ -54,13 +55,23 @@ class EngineFailed(LlmcError):
     kind = "engine_failed"
 
 
-def run_piece(compute: Callable[[Any], Any], piece: Any) -> Any:
-    """What a Dask worker runs for one piece: ``compute(piece)`` in the hardened GDAL environment, on
-    one thread (GDAL's and numexpr's): the cluster runs pieces side by side, one per worker thread,
-    and threads within a piece would only compete for the same cores."""
+def run_pieces(compute: Callable[[Any], Any], pieces: list[Any]) -> tuple[list[Any], Exception | None]:
+    """What a Dask worker runs for a run of pieces: ``compute(piece)`` of each in order, in the
+    hardened GDAL environment, on one thread (GDAL's and numexpr's): the cluster runs tasks side by
+    side, one per worker thread, and threads within a piece would only compete for the same cores.
+
+    A run is one task, so the cluster's cost per task (a few milliseconds of scheduling, transfer and
+    bookkeeping) is paid once per run. A piece that fails ends the run: the results before it come
+    back with its error, which the engine raises at that piece's turn."""
     numexpr.set_num_threads(1)
+    results: list[Any] = []
     with rasterio.Env(**HARDENED_CONFIG, GDAL_NUM_THREADS="1"):
-        return compute(piece)
+        for piece in pieces:
+            try:
+                results.append(compute(piece))
+            except Exception as exc:
+                return results, exc
+    return results, None
 
 
 def load_security(path: str | Path) -> Any:
@@ -151,36 +162,39 @@ class DaskEngine:
         threads = client.nthreads()
         workers = sorted(threads)
         run = min(MAX_RUN, max(1, len(listed) // (4 * max(1, len(workers)))))
-        limit = self.in_flight or max(2, 2 * sum(threads.values()), 2 * run * len(workers))
-        queued: deque[tuple[Piece, Any]] = deque()
-        upcoming = iter(enumerate(listed))
+        limit = self.in_flight or max(2, 2 * sum(threads.values()))
+        runs = iter(enumerate(listed[start : start + run] for start in range(0, len(listed), run)))
+        queued: deque[tuple[list[Piece], Any]] = deque()
 
-        def submit(index: int, piece: Piece) -> Any:
-            # Runs of neighbouring pieces go to one worker, whose GDAL block cache then holds the
-            # tiles they share (a window's halo row lies in the previous window's tiles); another
-            # worker takes a piece whose own is gone.
-            home = [workers[(index // run) % len(workers)]] if workers else None
+        def submit(index: int, batch: list[Piece]) -> Any:
+            # A run of neighbouring pieces is one task on one worker, whose GDAL block cache then
+            # holds the tiles they share (a window's halo row lies in the previous window's tiles);
+            # another worker takes a run whose own is gone.
+            home = [workers[index % len(workers)]] if workers else None
             return client.submit(
-                run_piece, compute, piece, pure=False, retries=0, workers=home, allow_other_workers=True
+                run_pieces, compute, batch, pure=False, retries=0, workers=home, allow_other_workers=True
             )
 
         try:
-            for index, piece in upcoming:
-                queued.append((piece, submit(index, piece)))
+            for index, pieces_of_run in runs:
+                queued.append((pieces_of_run, submit(index, pieces_of_run)))
                 if len(queued) >= limit:
                     break
             done = 0
             while queued:
-                piece, future = queued.popleft()
-                result = _result(future, self.address)
+                pieces_of_run, future = queued.popleft()
+                results, error = _result(future, self.address)
                 future.release()
-                following = next(upcoming, None)
+                following = next(runs, None)
                 if following is not None:
                     queued.append((following[1], submit(*following)))
-                done += 1
-                yield piece, result
-                if progress:
-                    report(done, len(listed), what)
+                for piece, result in zip(pieces_of_run, results, strict=False):
+                    done += 1
+                    yield piece, result
+                    if progress:
+                        report(done, len(listed), what)
+                if error is not None:
+                    raise error
         finally:
             if queued:
                 client.cancel([future for _, future in queued])
