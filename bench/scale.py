@@ -484,9 +484,16 @@ def child(spec: dict[str, Any]) -> None:
     print(json.dumps(result))
 
 
+CLEAN_ENVIRON = dict(os.environ)
+"""This process's environment as it started: Dask's nanny leaves its workers' variables in the
+environment of the process that starts a cluster (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``),
+and every child started after would inherit them (a local slope then took 16.6 s instead of 11.1 s).
+Children get this one; the server's own cluster runs in a process of its own."""
+
+
 def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run one child through ``sh`` (so its ``ru_maxrss`` starts small) and read its JSON line."""
-    env = {**os.environ, "MALLOC_ARENA_MAX": "2"} if spec["tool"] == "llmc" else dict(os.environ)
+    env = {**CLEAN_ENVIRON, "MALLOC_ARENA_MAX": "2"} if spec["tool"] == "llmc" else dict(CLEAN_ENVIRON)
     command = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable, __file__, "--one", json.dumps(spec)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)

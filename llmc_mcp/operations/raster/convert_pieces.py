@@ -9,9 +9,9 @@ georeferencing, nodata and metadata ``CreateCopy`` gives; the file is checked, a
 every output is. The pixels are the source's stored values either way, so the two engines' outputs
 read back equal, value for value and mask for mask (compressed bytes may differ).
 
-Only what rasterio can carry is converted this way: a workspace GeoTIFF-or-other file without
-sidecar files (a ``.aux.xml`` can hold a raster attribute table or category names), ground control
-points, RPCs or XML metadata. Anything else, and every COG (GDAL's COG driver writes only by copying
+Only what rasterio can carry is converted this way: a workspace file without sidecar files (an
+``.aux.xml`` can hold a raster attribute table or category names), ground control points, RPCs or
+XML metadata. Anything else, and every COG (GDAL's COG driver writes only by copying
 a whole dataset), is GDAL's ``CreateCopy`` in this process, as on the local engine, so the answer is
 the same everywhere.
 """
