@@ -2,9 +2,10 @@
 
 Only the encoding changes (and, for lossy compressions, pixel values). The copy is GDAL's
 ``CreateCopy`` (:mod:`.gdal_copy`, which reports its progress), so pixels, georeferencing, masks and
-metadata come across as GDAL carries them; GTiff overviews are built inside the written file
-afterwards. The atomic write and the creation options are :mod:`.output`'s, shared with
-``raster.reproject``.
+metadata come across as GDAL carries them; on a Dask engine a GeoTIFF output is filled from pieces
+the cluster reads instead, into the same file (:mod:`.convert_pieces`). GTiff overviews are built
+inside the written file afterwards. The atomic write and the creation options are :mod:`.output`'s,
+shared with ``raster.reproject``.
 """
 
 from __future__ import annotations
