@@ -83,6 +83,25 @@ def test_calc_works_in_float64_so_unsigned_differences_do_not_wrap(
     np.testing.assert_array_equal(read(workspace_dir / "d.tif"), np.full((H, W), -10))
 
 
+def test_calc_of_float32_bands_works_in_float64_and_rounds_once(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against float32 bands evaluated in float32 (each step rounded to float32) once their
+    values reach numexpr without a float64 copy: a = float32(3.0000002) = 3.0000002384185791015625,
+    so a*a - b*b with b = 3 is 1.430511474609375e-06 + 5.684e-14 in float64, stored as the float32
+    nearest, 1.4305115e-06; in float32 a*a rounds to 9.0000019 first and the result would be
+    1.9073486e-06."""
+    write(workspace_dir / "a.tif", np.full((H, W), 3.0000002, "float32"))
+    write(workspace_dir / "b.tif", np.full((H, W), 3.0, "float32"))
+    inputs = [{"name": "a", "path": "a.tif"}, {"name": "b", "path": "b.tif"}]
+    call(CALC, ctx, expression="a*a - b*b", inputs=inputs, dst="square.tif")
+    a = float(np.float32(3.0000002))
+    exact = np.float32(a * a - 9.0)
+    assert exact == np.float32(1.4305115e-06)
+    assert (np.float32(3.0000002) * np.float32(3.0000002) - np.float32(9.0)) != exact
+    np.testing.assert_array_equal(read(workspace_dir / "square.tif"), np.full((H, W), exact))
+
+
 def _reflectance(workspace_dir: Path) -> None:
     """Sentinel-2-like bands: physical = raw * 0.0001 - 0.1; nir raw 6000 (0.5), red raw 2000 (0.1)."""
     bands = np.stack([np.full((H, W), 2000, "uint16"), np.full((H, W), 6000, "uint16")])
