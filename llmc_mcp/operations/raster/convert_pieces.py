@@ -3,7 +3,7 @@ writer encodes.
 
 Locally a conversion is one GDAL ``CreateCopy`` (:mod:`.gdal_copy`): GDAL reads, decodes and encodes
 in this process with its own threads. On a Dask engine the source's windows are read and decoded by
-the workers, each piece a run of whole output blocks (every band, and the per-dataset mask when the
+the workers, each piece a window of whole output blocks (every band, and the per-dataset mask when the
 source has one), and this process writes them into a GeoTIFF made with the same creation options,
 georeferencing, nodata and metadata ``CreateCopy`` gives; the file is checked, and committed, as
 every output is. The pixels are the source's stored values either way, so the two engines' outputs
@@ -29,16 +29,17 @@ from rasterio.io import DatasetReader
 from rasterio.windows import Window
 
 from llmc_mcp.compute.engine import Engine
-from llmc_mcp.compute.pixels import grid_windows, unreadable
+from llmc_mcp.compute.pixels import unreadable
 from llmc_mcp.compute.sources import SourceRaster
 from llmc_mcp.gdal.datasets import GeoreferencingPolicy
 from llmc_mcp.gdal.messages import GDAL_ERRORS
 from llmc_mcp.gdal.remote_datasets import remote_name
 from llmc_mcp.operations.catalog import OperationContext
 from llmc_mcp.operations.raster.reproject import carry_metadata
+from llmc_mcp.operations.raster.stats import block_windows
 
 PIECE_BYTES = 8 << 20
-"""About this many bytes of pixels a piece: whole rows of output blocks, a few MiB whatever the size."""
+"""About this many bytes of pixels a piece: whole output blocks, a few MiB whatever the size."""
 
 _SPECIAL_DOMAINS = frozenset({"RPC", "GEOLOCATION", "SUBDATASETS", "IMAGERY"})
 """Metadata domains GDAL's GeoTIFF copy may write as tags of their own, not as plain metadata."""
@@ -112,9 +113,7 @@ class PieceCopy:
 
     @staticmethod
     def windows(out: Any) -> list[Window]:
-        """Runs of whole output blocks: as many block rows, then block columns, as fit a piece."""
-        block_rows, block_cols = out.block_shapes[0]
-        per_cell = out.count * np.dtype(out.dtypes[0]).itemsize
-        rows = block_rows * max(1, PIECE_BYTES // (per_cell * out.width * block_rows))
-        cols = block_cols * max(1, PIECE_BYTES // (per_cell * rows * block_cols))
-        return list(grid_windows(Window(0, 0, out.width, out.height), rows, cols))
+        """Windows of whole output blocks, about :data:`PIECE_BYTES` of pixels each (as stats cuts a
+        raster: every block written once, in one piece)."""
+        cells = max(1, PIECE_BYTES // (out.count * np.dtype(out.dtypes[0]).itemsize))
+        return list(block_windows(out.width, out.height, out.block_shapes[0], cells))
