@@ -15,10 +15,11 @@ the local engine's cell for cell: the same function runs on the same pieces, and
 in the pieces' order.
 
 A piece that fails raises its own error here (a refusal names its file as it would locally). A
-worker that dies mid-piece fails the operation with :class:`EngineFailed`: pieces are never
-retried on another worker, so a killed worker leaves a failed call and, since nothing was
-committed, no output. Closing the loop early (a failure, a cancelled job) cancels the pieces still
-queued.
+worker that dies mid-piece fails the operation with :class:`EngineFailed`: pieces are never retried
+on another worker, so a killed worker leaves a failed call and, since nothing was committed, no
+output. So does a worker the scheduler restarts because it stopped answering (the server's own
+cluster does so after a minute without its heartbeats). Closing the loop early (a failure, a
+cancelled job) cancels the pieces still queued.
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ def _result(future: Any, address: str) -> Any:
         return future.result()
     except KilledWorker:
         raise EngineFailed(
-            "a Dask worker died while computing a piece of this operation; nothing was written.",
+            "a Dask worker died or stopped answering while computing a piece of this operation; nothing "
+            "was written.",
             fix="Run it again; if workers keep dying, give them more memory (--memory-mb) or ask the "
             "operator to check the cluster.",
         ) from None

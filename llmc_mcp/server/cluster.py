@@ -40,6 +40,12 @@ CONNECT_SECONDS = 10.0
 WORKERS_SECONDS = 30.0
 """How long the server waits for an operator's scheduler to have a worker."""
 SHOWN_WORKERS = 3
+WORKER_TTL_SECONDS = 60
+"""How long the embedded cluster's scheduler waits for a worker's heartbeat (every half second)
+before it restarts the worker: a stopped or hung worker then fails the operation waiting on it
+instead of holding it until its call's or job's wall clock. A piece takes seconds and leaves the
+worker's event loop free (GDAL, numpy and numexpr release the GIL), so a busy worker is not taken
+for a silent one."""
 ANSWER_SECONDS = 60.0
 """How long the workers have to take the hardening and to answer the probe: a stopped worker
 answers nothing, and Dask's calls wait for every worker without a deadline of their own."""
@@ -95,8 +101,12 @@ def start_engine(settings: Settings) -> EngineCluster:
 
 
 def _start_embedded(settings: Settings, credentials: Path) -> tuple[subprocess.Popen[bytes], str]:
-    config = {"workers": os.cpu_count() or 1, "memory_mb": settings.memory_mb}
-    config["credentials"] = str(credentials)
+    config = {
+        "workers": os.cpu_count() or 1,
+        "memory_mb": settings.memory_mb,
+        "worker_ttl": WORKER_TTL_SECONDS,
+        "credentials": str(credentials),
+    }
     process = subprocess.Popen(
         [sys.executable, "-I", "-m", "llmc_mcp.server.embedded_cluster", json.dumps(config)],
         stdin=subprocess.PIPE,

@@ -14,6 +14,8 @@ workers hold (a private file in the state folder, mode 0600), so a neighbour wit
 
 A piece is never retried on another worker (``allowed-failures`` 0): a worker that dies mid-piece
 fails the operation at once, cleanly, instead of running the piece that may have killed it again.
+A worker that stops answering (stopped, hung) misses its heartbeats; after ``worker_ttl`` seconds
+the scheduler restarts it, which fails the operation waiting on it the same way.
 
 The cluster stops when the server closes this process's stdin or dies (the parent-death signal).
 """
@@ -50,6 +52,7 @@ def main() -> None:
     dask.config.set(
         {
             "distributed.scheduler.allowed-failures": 0,
+            "distributed.scheduler.worker-ttl": f"{int(config['worker_ttl'])}s",
             # No HTTP routes (health, metrics, dashboard) on the scheduler or the workers: nothing to serve.
             "distributed.scheduler.http.routes": [],
             "distributed.worker.http.routes": [],

@@ -219,3 +219,41 @@ def test_a_stopped_worker_stops_the_start_check_within_its_bound(
                 checks.check_cluster(stuck.scheduler_address, workspace_dir, settings)
         finally:
             os.kill(pid, signal.SIGCONT)
+
+
+def test_a_stopped_worker_of_the_embedded_cluster_fails_the_operation_and_is_replaced(
+    workspace_with_dem: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against an operation held until its wall clock (a job's may be hours) by a worker that
+    stopped answering (paused, hung on storage): the server's own cluster restarts a worker silent for
+    its heartbeat TTL, the operation waiting on it fails with engine_failed and writes nothing, and the
+    next operation runs on the restarted worker."""
+    from llmc_mcp.compute.dask_engine import EngineFailed, load_security
+    from llmc_mcp.operations import OperationContext, get_operation
+    from llmc_mcp.server import cluster as checks
+    from llmc_mcp.workspace import Workspace
+
+    monkeypatch.setattr(checks, "WORKER_TTL_SECONDS", 5)
+    cluster = checks.start_engine(Settings(workspace=workspace_with_dem, engine="dask", memory_mb=1024))
+    assert cluster.credentials is not None
+    engine = DaskEngine(cluster.address, security=load_security(cluster.credentials))
+    slope = get_operation("terrain.slope")
+    ctx = OperationContext(Workspace(workspace_with_dem), num_threads=2, engine=engine)
+    try:
+        observer = engine.client()
+        stopped = sorted(observer.run(os.getpid).values())[0]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            with pytest.raises(EngineFailed, match="stopped answering"):
+                slope.run(ctx, slope.validate({"dem": "big.tif", "dst": "held.tif"}))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+        observer.wait_for_workers(cluster.workers, timeout=WAIT)
+        again = slope.run(ctx, slope.validate({"dem": "big.tif", "dst": "after.tif"}))
+    finally:
+        engine.close()
+        cluster.close()
+    left = [p.name for p in workspace_with_dem.rglob("*") if p.name.startswith("held.tif")]
+    assert not left, f"the failed operation left {left}"
+    assert again.output.width == 4096 and (workspace_with_dem / "after.tif").is_file()
