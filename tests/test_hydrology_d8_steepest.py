@@ -174,14 +174,14 @@ OFFSETS = {E: (0, 1), SE: (1, 1), S: (1, 0), SW: (1, -1), W: (0, -1), NW: (-1, -
 def reference_d8(z: np.ndarray, width: float, height: float) -> np.ndarray:
     """D8 from the definition, cell by cell: the code of the neighbour with the greatest drop per metre
     between centres (ties, within one part in a million, to the first in ESRI order); 0 where no
-    neighbour is lower."""
+    valid neighbour is lower."""
     rows, cols = z.shape
     out = np.zeros(z.shape, dtype="uint8")
     for r in range(rows):
         for c in range(cols):
-            slopes = {}
+            slopes = {E: 0.0}  # nodata cells, and cells of nodata neighbours only, drain nowhere
             for code, (dr, dc) in OFFSETS.items():
-                if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                if 0 <= r + dr < rows and 0 <= c + dc < cols and not np.isnan(z[r + dr, c + dc]):
                     drop = float(z[r, c]) - float(z[r + dr, c + dc])
                     slopes[code] = drop / math.hypot(dr * height, dc * width)
             steepest = max(slopes.values())
@@ -255,3 +255,106 @@ def test_a_projection_that_changes_the_cells_shape_along_a_row_is_refused(
     with pytest.raises(Refused) as refused:
         call(FLOW_DIRECTION, ctx, dem="wide_area.tif", dst="d8.tif")
     assert "along a row" in str(refused.value) and "conformal" in refused.value.fix
+
+
+def square(rows: list[list[float]]) -> np.ndarray:
+    return np.array(rows, dtype="float32")
+
+
+def test_a_flat_drains_one_step_at_a_time_to_its_nearest_way_out(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against flat cells left draining nowhere, or sent the long way round: the 5 m flat's two
+    cells beside the 4 m outlet drain down to it (SE, E), and each other cell to a neighbour one
+    step nearer them, worked breadth first from those ways out in row order, neighbours in ESRI order:
+    (1,2) E and (2,2) NE from (1,3); then (1,1) SE and (2,1) E from (2,2)."""
+    z = square([[9, 9, 9, 9, 9], [9, 5, 5, 5, 9], [9, 5, 5, 5, 4], [9, 9, 9, 9, 9]])
+    write(workspace_dir / "flat.tif", z)
+    call(FLOW_DIRECTION, ctx, dem="flat.tif", dst="d8.tif")
+    assert read(workspace_dir / "d8.tif")[1:3, 1:4].tolist() == [[SE, E, SE], [E, NE, E]]
+
+
+def test_cells_of_a_flat_on_the_edge_of_the_grid_are_outlets(
+    ctx: OperationContext, workspace_dir: Path
+) -> None:
+    """Guards against edge cells without a lower neighbour draining along the edge to one another
+    (what a priority flood does, seeded from every edge cell): each is an outlet, flow leaving the
+    grid there, as the encoding says; the rows below drain north onto them."""
+    z = square([[5, 5, 5], [6, 6, 6], [7, 7, 7]])
+    write(workspace_dir / "edge.tif", z)
+    result = call(FLOW_DIRECTION, ctx, dem="edge.tif", dst="d8.tif")
+    assert read(workspace_dir / "d8.tif").tolist() == [[0, 0, 0], [N, N, N], [N, N, N]]
+    assert (result.outlet_cells, result.sink_cells) == (3, 0)
+
+
+def test_a_flat_without_a_way_out_drains_to_one_sink(ctx: OperationContext, workspace_dir: Path) -> None:
+    """Guards against a kept depression with a flat floor becoming as many sinks as it has cells: its
+    first cell in row order is the one sink, and the others drain to it (W, N, NW)."""
+    z = square([[9, 9, 9, 9], [9, 3, 3, 9], [9, 3, 3, 9], [9, 9, 9, 9]])
+    write(workspace_dir / "pit.tif", z)
+    result = call(FLOW_DIRECTION, ctx, dem="pit.tif", dst="d8.tif")
+    assert read(workspace_dir / "d8.tif")[1:3, 1:3].tolist() == [[0, W], [N, NW]]
+    assert result.sink_cells == 1
+
+
+def steps_to_a_way_out(z: np.ndarray, steepest: np.ndarray) -> dict[tuple[int, int], int]:
+    """For each cell on a flat (valid, no lower neighbour, one of equal height): the fewest steps across
+    equal cells to a way out (a cell of the flat's height that has a lower neighbour, or a flat cell
+    on the edge of the data), by a plain breadth-first search; absent when there is none."""
+    rows, cols = z.shape
+
+    def neighbours(r: int, c: int) -> list[tuple[int, int]]:
+        return [(r + dr, c + dc) for dr, dc in OFFSETS.values() if 0 <= r + dr < rows and 0 <= c + dc < cols]
+
+    def equal(a: tuple[int, int], b: tuple[int, int]) -> bool:
+        return bool(z[a] == z[b])  # NaN equals nothing
+
+    flat = {
+        (r, c)
+        for r in range(rows)
+        for c in range(cols)
+        if not np.isnan(z[r, c]) and steepest[r, c] == 0 and any(equal((r, c), n) for n in neighbours(r, c))
+    }
+    edge = {p for p in flat if len(neighbours(*p)) < 8 or any(np.isnan(z[n]) for n in neighbours(*p))}
+    exits = {n for p in flat for n in neighbours(*p) if n not in flat and steepest[n] > 0 and equal(n, p)}
+    distance = {p: 0 for p in edge | exits}
+    frontier = sorted(distance)
+    while frontier:
+        reached = []
+        for p in frontier:
+            for n in neighbours(*p):
+                if n in flat and n not in distance and equal(n, p):
+                    distance[n] = distance[p] + 1
+                    reached.append(n)
+        frontier = reached
+    return {p: distance[p] for p in flat if p in distance}
+
+
+@pytest.mark.parametrize("holed", [False, True])
+def test_every_flat_cell_steps_nearer_its_nearest_way_out_on_a_terraced_dem(
+    ctx: OperationContext, workspace_dir: Path, holed: bool
+) -> None:
+    """Guards against flat routing that wanders (a step that is not nearer), leaves a reachable flat
+    cell draining nowhere, or loops: on a fractal DEM terraced to whole 20 m (flats everywhere, on the
+    edges too; with NaN holes, flats beside nodata), each flat cell with a way out drains to an equal
+    neighbour one step nearer it (0 steps: an outlet on the edge of the data drains nowhere), and
+    the accumulation finds no loop."""
+    z = (np.round(fractal(6, 64) / 20.0) * 20.0).astype("float32")
+    if holed:
+        z[20:26, 30:41] = np.nan
+        z[0:5, 10:20] = np.nan
+    write(workspace_dir / "terraced.tif", z)
+    call(FLOW_DIRECTION, ctx, dem="terraced.tif", dst="d8.tif")
+    d8 = read(workspace_dir / "d8.tif")
+    steepest = reference_d8(z, 10.0, 10.0)
+    valid = ~np.isnan(z)
+    assert (d8[valid & (steepest > 0)] == steepest[valid & (steepest > 0)]).all()
+    steps = steps_to_a_way_out(z, steepest)
+    assert len(steps) > 100, "the DEM has too few flat cells to test"
+    for (r, c), distance in steps.items():
+        if distance == 0:
+            assert d8[r, c] == 0, (r, c)
+            continue
+        dr, dc = OFFSETS[int(d8[r, c])]
+        assert steps.get((r + dr, c + dc), 0) == distance - 1 and z[r + dr, c + dc] == z[r, c], (r, c)
+    call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="acc.tif")

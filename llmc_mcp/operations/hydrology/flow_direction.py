@@ -1,16 +1,16 @@
 """``hydrology.flow_direction``: the direction(s) each cell of a DEM drains in, without changing the DEM.
 
 ``d8`` (DD-MCP-069): each cell with a lower neighbour drains to the one down the steepest slope, the
-greatest drop per unit of ground distance between the cell centres (O'Callaghan & Mark 1984, Jenson &
-Domingue 1988; what ArcGIS, GRASS, TauDEM and WhiteboxTools compute). Distances are measured on the
-ellipsoid per row (:func:`._grid.neighbour_distances`), so non-square cells and geographic grids are
-right; equal slopes (within one part in a million: ``_routing.SLOPE_TOLERANCE``) go to the first in
-ESRI order (E, SE, S, SW, W, NW, N, NE). A cell without a lower neighbour (on a flat, or a pit) takes
-its direction from pyflwdir's priority flood (``fill_depressions``), which crosses a flat towards its
-spill point. Run with the smallest positive
-``max_depth``, every cell lower than the cell it was reached from starts a sink instead of being
-raised: the directions never fill a depression the caller kept (``hydrology.condition``'s choice), and
-its lowest cell drains nowhere.
+greatest drop per unit of ground distance between the cell centres (O'Callaghan & Mark 1984, Jenson
+& Domingue 1988; what ArcGIS, GRASS, TauDEM and WhiteboxTools compute). Distances are measured on
+the ellipsoid per row (:func:`._grid.neighbour_distances`), so non-square cells and geographic grids
+are right; equal slopes (within one part in a million: ``_routing.SLOPE_TOLERANCE``) go to the first
+in ESRI order (E, SE, S, SW, W, NW, N, NE). A cell without a lower neighbour that lies on a flat
+(a neighbour of equal height) drains to an equal neighbour one step nearer the flat's nearest way
+out (DD-MCP-095): a cell of the flat's height beside it that drains downhill, or a flat cell on the
+edge of the data, an outlet; a flat with no way out (the floor of a depression the caller kept,
+``hydrology.condition``'s choice) drains to one sink, its first cell in row order. Any other cell
+without a lower neighbour drains nowhere: an outlet on the edge of the data, a sink inside it.
 
 ``dinf`` (Tarboton 1997) and ``mfd`` (Freeman 1991) are written here (:mod:`._routing`, DD-MCP-068),
 on the DEM as given: flats and depressions drain nowhere, so condition first (``fill_flats``). Their
@@ -38,11 +38,11 @@ from llmc_mcp.operations.hydrology._grid import (
     D8_NODATA,
     D8_PIT,
     ROUTING_TAG,
+    NeighbourDistances,
     check_dst,
     check_grid,
     check_square,
     neighbour_distances,
-    pyflwdir,
     read_elevation,
     write_grid,
 )
@@ -64,8 +64,6 @@ MFD_ENCODING = (
     "record (flow_accumulation recomputes it from the DEM); 0 = drains nowhere (a pit, a flat, or an "
     "edge cell without a lower neighbour); 65535 = nodata"
 )
-SMALLEST_DEPTH = float(np.nextafter(np.float32(0), np.float32(1)))
-"""A depression depth every real depression exceeds: with it, the flood fills nothing."""
 TIE_RULE = (
     "equal slopes (within one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE)"
 )
@@ -123,8 +121,8 @@ def flow_direction(
     centres (a diagonal neighbour is farther, so it must be lower by more), with distances measured on
     the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
     slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE).
-    A cell on a flat drains
-    across it towards its spill point. Depressions are NOT filled here: a depression left in the DEM
+    A cell on a flat drains across it, one step at a time, to the nearest cell where flow leaves it
+    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in the DEM
     drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
     grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
     are taken as lengths in one unit. The routing model is gated (domain hydrology).
@@ -142,17 +140,8 @@ def flow_direction(
             return _multiple_flow(ctx, ds, dst, dst_path, routing)
         distances = neighbour_distances(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
-        _, flood = pyflwdir().dem.fill_depressions(elevation, nodata=np.nan, max_depth=SMALLEST_DEPTH)
         valid = ~np.isnan(elevation)
-        steepest = kernels().steepest_d8(
-            elevation, valid, distances.east, distances.south, distances.south_east, distances.south_west
-        )
-        # The flood's direction only where no neighbour is lower: across flats, and 0 in pits. pyflwdir
-        # leaves 0 (or 255) on some cells that have a lower neighbour (where it enters a kept
-        # depression); the steepest descent replaces those too.
-        d8 = np.where(steepest > 0, steepest, flood)
-        del steepest, flood
-        d8 = np.where(valid, d8, np.uint8(D8_NODATA)).astype("uint8")
+        d8 = np.where(valid, d8_directions(elevation, valid, distances), np.uint8(D8_NODATA)).astype("uint8")
         output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA, {ROUTING_TAG: "d8"})
     pits = valid & ((d8 == D8_PIT) | (d8 == 255))
     edge = _data_edge(valid)
@@ -164,10 +153,21 @@ def flow_direction(
         sink_cells=int((pits & ~edge).sum()),
         note="D8 by steepest descent: each cell with a lower neighbour drains to the one with the greatest "
         "drop per metre of ground between cell centres (distances on the ellipsoid, row by row), "
-        f"{TIE_RULE}; cells on flats drain towards the flat's spill point (pyflwdir's priority flood, "
-        "which fills nothing); edge cells without a lower neighbour are outlets, unfilled depressions "
-        "end in sinks.",
+        f"{TIE_RULE}; cells on flats drain one step at a time to the nearest cell where flow leaves the "
+        "flat (nothing is filled); edge cells without a lower neighbour are outlets, unfilled "
+        "depressions end in sinks.",
     )
+
+
+def d8_directions(elevation: np.ndarray, valid: np.ndarray, distances: NeighbourDistances) -> np.ndarray:
+    """D8 codes of the valid cells: the steepest lower neighbour where a cell has one; across a flat,
+    one step nearer its nearest way out (:func:`._routing.kernels` ``route_flats``); 0 elsewhere."""
+    routing = kernels()
+    codes = routing.steepest_d8(
+        elevation, valid, distances.east, distances.south, distances.south_east, distances.south_west
+    )
+    routing.route_flats(elevation, valid, codes)
+    return codes
 
 
 def _multiple_flow(
