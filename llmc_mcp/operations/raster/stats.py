@@ -331,6 +331,12 @@ class Tally:
             histogram=(lo, hi, acc.histogram.size) if acc.histogram is not None else None,
         )
 
+    def count_valid(self, raw: np.ndarray, valid: np.ndarray) -> Counted:
+        """:meth:`count` of a window's ``valid`` values; all of them are counted in place, not copied."""
+        kept = int(np.count_nonzero(valid))
+        values = raw.reshape(-1) if kept == valid.size else raw[valid]
+        return self.count(values, valid.size - kept)
+
     def count(self, values: np.ndarray, excluded: int) -> Counted:
         """The accumulator's own arithmetic on one piece's values, kept as a result instead of added to
         the accumulator (squared deviations summed without BLAS, the same on every engine)."""
@@ -348,7 +354,8 @@ class Tally:
             mean = float(v.mean())
             # numpy's pairwise sum, not a BLAS dot product: BLAS splits a long dot product among its
             # threads, and a Dask worker runs BLAS on one, so the last bits would differ by engine.
-            m2 = float(np.square(v - mean).sum())
+            deviations = v - mean
+            m2 = float(np.square(deviations, out=deviations).sum())
             moments = (int(v.size), mean, m2, float(values.min()), float(values.max()))
         if self.fine is not None:
             fine = np.histogram(values, bins=FINE_BINS, range=self.fine)[0]
@@ -416,4 +423,4 @@ class StatsPiece:
     def __call__(self, piece: tuple[Read, int]) -> Counted:
         (window, shape), band = piece
         raw, valid = read_valid(self.ctx, self.source.dataset(), band, window, shape)
-        return self.tallies[band].count(raw[valid], int(valid.size - np.count_nonzero(valid)))
+        return self.tallies[band].count_valid(raw, valid)
