@@ -122,8 +122,8 @@ def flow_direction(
     the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
     slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE).
     A cell on a flat drains across it, one step at a time, to the nearest cell where flow leaves it
-    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in the DEM
-    drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
+    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in
+    the DEM drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
     grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
     are taken as lengths in one unit. The routing model is gated (domain hydrology).
 
@@ -141,9 +141,9 @@ def flow_direction(
         distances = neighbour_distances(ds, shown, "dem")
         elevation = read_elevation(ctx, ds)
         valid = ~np.isnan(elevation)
-        d8 = np.where(valid, d8_directions(elevation, valid, distances), np.uint8(D8_NODATA)).astype("uint8")
+        d8 = np.where(valid, _d8_directions(elevation, valid, distances), np.uint8(D8_NODATA)).astype("uint8")
         output = write_grid(ctx, ds, dst, dst_path, d8, D8_NODATA, {ROUTING_TAG: "d8"})
-    pits = valid & ((d8 == D8_PIT) | (d8 == 255))
+    pits = valid & (d8 == D8_PIT)
     edge = _data_edge(valid)
     return FlowDirectionResult(
         output=output,
@@ -159,7 +159,7 @@ def flow_direction(
     )
 
 
-def d8_directions(elevation: np.ndarray, valid: np.ndarray, distances: NeighbourDistances) -> np.ndarray:
+def _d8_directions(elevation: np.ndarray, valid: np.ndarray, distances: NeighbourDistances) -> np.ndarray:
     """D8 codes of the valid cells: the steepest lower neighbour where a cell has one; across a flat,
     one step nearer its nearest way out (:func:`._routing.kernels` ``route_flats``); 0 elsewhere."""
     routing = kernels()

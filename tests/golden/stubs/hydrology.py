@@ -190,8 +190,8 @@ def flow_direction(dem: str, dst: str, routing: FlowRouting = 'd8') -> FlowDirec
     the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
     slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE).
     A cell on a flat drains across it, one step at a time, to the nearest cell where flow leaves it
-    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in the DEM
-    drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
+    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in
+    the DEM drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
     grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
     are taken as lengths in one unit. The routing model is gated (domain hydrology).
 
