@@ -47,13 +47,21 @@ Every run is a fresh child process (``python bench/scale.py --one ...``, started
 - llmc dask: the same child with a ``DaskEngine`` on a ``LocalCluster`` of one single-threaded worker
   process per core, 2 GiB memory limit each, the hardening plugin registered (as tests/engines/
   conftest.py), started for that run alone (so the workers' ``ru_maxrss`` is this run's; restarting the
-  workers of one cluster instead sometimes left them out for a minute) and warmed (llmc imported).
-  CPU: the workers' (also shown alone) + the child's + this process's (the scheduler's); peak: the
-  largest worker's ``ru_maxrss`` (``client MiB``: the child's, which plans, writes and, for flow,
-  routes);
+  workers of one cluster instead sometimes left them out for a minute) and warmed (llmc imported);
+  plain TCP, as an operator's cluster may be, or with ``--tls`` every connection TLS with one private
+  certificate, as the server's own cluster is.
+  CPU around the timed run, read by the child: the workers' (also shown alone) + the child's + this
+  process's, where the scheduler runs (``run_on_scheduler``); peak: the largest worker's
+  ``ru_maxrss`` (``client MiB``: the child's, which plans, writes and, for flow, routes);
 - reference: the tool in a child under RLIMIT_AS = ``--reference-memory-mb`` (default 3/4 of RAM: on a
   shared machine a tool that cannot fit fails instead of calling the OOM killer); GDAL tools run as a
   grandchild (CPU and peak from the child's RUSAGE_CHILDREN).
+
+Cold by default, as a script is: every process's first touch of its heap, GDAL's block cache and
+Dask's buffers is inside the clock (on Dask three processes pay it: measured, 0.6-1 s of a 16384²
+calc). ``--warm`` runs each operation once more first, untimed, in the same child (and cluster), and
+removes what it wrote; the reference tools too: the steady state of a server, whose workers and
+cluster serve call after call.
 
 An operation that fails on Dask (not converted yet: a piece that does not pickle, ...) is reported as
 "not on dask (<error type>)" and the script goes on. Each size's files are removed before the next
@@ -67,7 +75,7 @@ llmc's flow is refused above 4096² at 2 GiB, pyflwdir is not run at 32768²).
 
 Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768]
      [--ops calc_stats,expr_stats,reproject,slope,convert,zonal,flow] [--engines local,dask]
-     [--workdir DIR] [--keep] [--memory-mb 2048]
+     [--workdir DIR] [--keep] [--warm] [--tls] [--memory-mb 2048]
      Smoke test: --sizes 1024,2048. Needs gdal-bin (gdalwarp, gdaldem, gdal_translate) for those
      three references.
 """
@@ -267,18 +275,36 @@ def child_llmc(spec: dict[str, Any]) -> dict[str, Any]:
     ws, op, tag = Path(spec["ws"]), spec["op"], f"llmc_{spec['engine']}"
     engine: Any = local_engine(CORES)
     if spec["engine"] == "dask":
-        from llmc_mcp.compute.dask_engine import DaskEngine
+        from llmc_mcp.compute.dask_engine import DaskEngine, load_security
 
-        engine = DaskEngine(spec["address"])
+        security = load_security(spec["credentials"]) if spec.get("credentials") else None
+        engine = DaskEngine(spec["address"], security=security)
         engine.client()  # connected before the clock starts
     ctx = llmc_context(ws, engine)
     try:
         if op == "flow":
             llmc_flow(ctx, f"warm_{tag}", "warm.tif")  # numba compiles here, untimed
-        return timed(lambda: LLMC[op](ctx, tag))
+        if spec.get("warm"):
+            first_run(ws, lambda: LLMC[op](ctx, f"first_{tag}"))
+        if spec["engine"] != "dask":
+            return timed(lambda: LLMC[op](ctx, tag))
+        workers, scheduler = cluster_cpu(engine.client())
+        result = timed(lambda: LLMC[op](ctx, tag))
+        workers_after, scheduler_after = cluster_cpu(engine.client())
+        result["worker_cpu"] = workers_after - workers
+        result["cpu"] += result["worker_cpu"] + scheduler_after - scheduler
+        return result
     finally:
         if spec["engine"] == "dask":
             engine.close()
+
+
+def first_run(ws: Path, work: Callable[[], Any]) -> None:
+    """``work`` once, untimed, and the files it wrote removed (``--warm``)."""
+    before = set(ws.iterdir())
+    work()
+    for path in set(ws.iterdir()) - before:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 # -------------------------------------------------------------------------- references, in a child
@@ -438,6 +464,8 @@ def run_tool(command: list[str]) -> None:
 
 def child_reference(spec: dict[str, Any]) -> dict[str, Any]:
     ws, op = Path(spec["ws"]), spec["op"]
+    if spec.get("warm"):  # the timed run writes the same files again
+        REFERENCE[op](ws, spec.get("grid"))
     if op == "flow":
         return REFERENCE[op](ws, None)  # times itself, after its warm-up
     return timed(lambda: REFERENCE[op](ws, spec.get("grid")))
@@ -517,6 +545,20 @@ def worker_usage() -> dict[str, float]:
     return {"cpu": usage.ru_utime + usage.ru_stime, "maxrss_kib": usage.ru_maxrss}
 
 
+def cluster_cpu(client: Any) -> tuple[float, float]:
+    """CPU seconds so far of the cluster's workers, and of the process its scheduler runs in (the
+    bench's own: the LocalCluster is started there)."""
+    workers = sum(usage["cpu"] for usage in client.run(worker_usage).values())
+    return workers, client.run_on_scheduler(process_cpu)
+
+
+def process_cpu() -> float:
+    import resource as r
+
+    usage = r.getrusage(r.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def worker_warm() -> None:
     """Run on each fresh Dask worker: the imports a first piece would otherwise pay inside the clock."""
     import llmc_mcp.compute.dask_engine
@@ -525,31 +567,34 @@ def worker_warm() -> None:
 
 def measure_dask(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """A dask run on a cluster of its own, as tests/engines/conftest.py starts one (one single-threaded
-    worker process per core here): fresh workers, so their ``ru_maxrss`` is this run's, warmed before
-    the child runs; then the workers' CPU seconds and peak."""
+    worker process per core here): fresh workers, so their ``ru_maxrss`` is this run's (and, with
+    ``--warm``, its first run's), warmed before the child runs; the child measures the cluster's CPU
+    seconds around the timed run, this process the workers' peak."""
     from distributed import Client, LocalCluster
 
+    from llmc_mcp.compute.dask_engine import load_security, write_credentials
     from llmc_mcp.gdal.dask_workers import HardenedGdal
 
+    tls: dict[str, Any] = {}
+    if spec.get("tls"):  # as the server's own cluster: every connection TLS, one private certificate
+        folder = Path(tempfile.mkdtemp(prefix="llmc-bench-tls-"))
+        spec["credentials"] = str(write_credentials(folder / "cluster.pem"))
+        tls = {"protocol": "tls://", "security": load_security(spec["credentials"])}
     with LocalCluster(
         n_workers=CORES, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", memory_limit="2GiB",
-    ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip
+        dashboard_address="127.0.0.1:0", memory_limit="2GiB", **tls,
+    ) as cluster, Client(cluster, set_as_default=False, security=tls.get("security")) as client:  # fmt: skip
         client.register_plugin(HardenedGdal(2048))
         try:
             client.run(worker_warm)
         except Exception as exc:  # llmc not importable there: the run itself will say so
             print(f"  (warming the workers failed: {type(exc).__name__})", flush=True)
-        before = client.run(worker_usage)
-        scheduler = cpu_seconds(resource.RUSAGE_SELF)
         result = spawn({**spec, "address": cluster.scheduler_address}, timeout)
-        scheduler = cpu_seconds(resource.RUSAGE_SELF) - scheduler
         after = client.run(worker_usage)
+    if spec.get("credentials"):
+        shutil.rmtree(Path(spec["credentials"]).parent)
     result["client_maxrss_kib"] = result.get("maxrss_kib", 0)
     result["maxrss_kib"] = max(u["maxrss_kib"] for u in after.values())
-    if "cpu" in result:
-        result["worker_cpu"] = sum(after[w]["cpu"] - before[w]["cpu"] for w in after if w in before)
-        result["cpu"] += result["worker_cpu"] + scheduler
     return result
 
 
@@ -644,7 +689,8 @@ def measure_size(args: argparse.Namespace, size: int, folder: Path,
     print(f"\n# {size}²: inputs written in {seconds:.1f} s ({on_disk:,.0f} MiB on disk)", flush=True)
     before = set(folder.iterdir())
     for op in args.ops:
-        base = {"ws": str(folder), "op": op, "memory_mb": args.memory_mb, "limit_mb": args.memory_mb}
+        base = {"ws": str(folder), "op": op, "memory_mb": args.memory_mb, "limit_mb": args.memory_mb,
+                "warm": args.warm, "tls": args.tls}  # fmt: skip
         grid = None
         for engine in args.engines:
             spec = {**base, "tool": "llmc", "engine": engine}
@@ -680,6 +726,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep every size's files")
+    parser.add_argument("--warm", action="store_true",
+                        help="time each run after an untimed one in its process or cluster")  # fmt: skip
+    parser.add_argument("--tls", action="store_true",
+                        help="Dask's connections in TLS, as in the server's own cluster")  # fmt: skip
     parser.add_argument("--memory-mb", type=int, default=2048, help="RLIMIT_AS of llmc's children; 0: none")
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
     parser.add_argument("--reference-memory-mb", type=int, default=physical * 3 // 4,
