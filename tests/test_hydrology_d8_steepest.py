@@ -358,3 +358,37 @@ def test_every_flat_cell_steps_nearer_its_nearest_way_out_on_a_terraced_dem(
         dr, dc = OFFSETS[int(d8[r, c])]
         assert steps.get((r + dr, c + dc), 0) == distance - 1 and z[r + dr, c + dc] == z[r, c], (r, c)
     call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="acc.tif")
+
+
+DEGENERATE = {
+    "two cells": [[5.0, 5.0]],
+    "one row": [[5.0, 5.0, 5.0, 5.0, 4.0, 5.0]],
+    "one column": [[5.0], [5.0], [6.0], [5.0]],
+    "all flat": [[2.0] * 6] * 5,
+    "flat ring round nodata": [[3, 3, 3, 3], [3, np.nan, np.nan, 3], [3, 3, 3, 3], [1, 3, 3, 3]],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEGENERATE))
+def test_flats_of_degenerate_grids_drain_to_equal_neighbours_without_loops(
+    ctx: OperationContext, workspace_dir: Path, shape: str
+) -> None:
+    """Guards against the flat routing's edge cases (a single cell, a single row or column, a grid all
+    one height, a flat wrapped round a nodata hole): every cell it routes drains to a valid neighbour
+    of its own height, every cell on the edge of the data without a lower neighbour is an outlet,
+    and the accumulation finds no loop."""
+    z = np.array(DEGENERATE[shape], dtype="float32")
+    write(workspace_dir / "dem.tif", z)
+    call(FLOW_DIRECTION, ctx, dem="dem.tif", dst="d8.tif")
+    d8 = read(workspace_dir / "d8.tif")
+    steepest = reference_d8(z, 10.0, 10.0)
+    rows, cols = z.shape
+    for r, c in zip(*np.nonzero(~np.isnan(z) & (steepest == 0)), strict=True):
+        around = [(r + dr, c + dc) for dr, dc in OFFSETS.values()]
+        on_edge = any(not (0 <= rr < rows and 0 <= cc < cols) or np.isnan(z[rr, cc]) for rr, cc in around)
+        if on_edge:
+            assert d8[r, c] == 0, (r, c)
+        elif d8[r, c] != 0:
+            dr, dc = OFFSETS[int(d8[r, c])]
+            assert z[r + dr, c + dc] == z[r, c], (r, c)
+    call(FLOW_ACCUMULATION, ctx, flow_dir="d8.tif", dst="acc.tif")
