@@ -538,7 +538,7 @@ def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 
 def worker_usage() -> dict[str, float]:
-    """Run on each Dask worker: its CPU seconds and peak RSS so far."""
+    """Run on each Dask worker (or the scheduler's process): its CPU seconds and peak RSS so far."""
     import resource as r
 
     usage = r.getrusage(r.RUSAGE_SELF)
@@ -549,14 +549,7 @@ def cluster_cpu(client: Any) -> tuple[float, float]:
     """CPU seconds so far of the cluster's workers, and of the process its scheduler runs in (the
     bench's own: the LocalCluster is started there)."""
     workers = sum(usage["cpu"] for usage in client.run(worker_usage).values())
-    return workers, client.run_on_scheduler(process_cpu)
-
-
-def process_cpu() -> float:
-    import resource as r
-
-    usage = r.getrusage(r.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return workers, client.run_on_scheduler(worker_usage)["cpu"]
 
 
 def worker_warm() -> None:

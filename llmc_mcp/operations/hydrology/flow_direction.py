@@ -116,16 +116,17 @@ def flow_direction(
 
     Output values: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE (south = next row on a north-up
     grid); 0 = drains nowhere: a cell on the edge of the grid or beside nodata without a lower
-    neighbour is an outlet (flow leaves the data), an interior one a sink; 247 = nodata. A cell with a
-    lower neighbour drains to the steepest one: the greatest drop per metre of ground between the cell
-    centres (a diagonal neighbour is farther, so it must be lower by more), with distances measured on
-    the ellipsoid row by row, so non-square cells and geographic grids are measured right; equal
-    slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W, NW, N, NE).
-    A cell on a flat drains across it, one step at a time, to the nearest cell where flow leaves it
-    (a flat with no way out drains to one sink). Depressions are NOT filled here: a depression left in
-    the DEM drains into its lowest cell, a sink (condition the DEM first). Areas downstream of a geographic
-    grid must be ground areas (flow_accumulation units='m2'). Without a CRS a cell's width and height
-    are taken as lengths in one unit. The routing model is gated (domain hydrology).
+    neighbour is an outlet (flow leaves the data), an interior one a sink; 247 = nodata. A cell with
+    a lower neighbour drains to the steepest one: the greatest drop per metre of ground between the
+    cell centres (a diagonal neighbour is farther, so it must be lower by more), with distances
+    measured on the ellipsoid row by row, so non-square cells and geographic grids are measured
+    right; equal slopes (to one part in a million) go to the first in ESRI order (E, SE, S, SW, W,
+    NW, N, NE). A cell on a flat drains across it, one step at a time, to the nearest cell where
+    flow leaves it (a flat with no way out drains to one sink). Depressions are NOT filled here: a
+    depression left in the DEM drains into its lowest cell, a sink (condition the DEM first). Areas
+    downstream of a geographic grid must be ground areas (flow_accumulation units='m2'). Without a
+    CRS a cell's width and height are taken as lengths in one unit. The routing model is gated
+    (domain hydrology).
 
     Errors: InvalidArgument for a rotated or multi-band grid, too many cells, dst equal to dem, or
     (dinf, mfd) a geographic grid or non-square cells; Refused (d8) for a CRS whose cells have no

@@ -134,4 +134,4 @@ class ExpressionTally:
         (window, _), band = piece
         assert window is not None  # every read of an expression is a window, never a decimated read
         values, valid = self.evaluation.evaluate(window)
-        return self.tallies[band].count_valid(values, valid)
+        return self.tallies[band].count(values, valid)

@@ -331,15 +331,13 @@ class Tally:
             histogram=(lo, hi, acc.histogram.size) if acc.histogram is not None else None,
         )
 
-    def count_valid(self, raw: np.ndarray, valid: np.ndarray) -> Counted:
-        """:meth:`count` of a window's ``valid`` values; all of them are counted in place, not copied."""
+    def count(self, raw: np.ndarray, valid: np.ndarray) -> Counted:
+        """The accumulator's own arithmetic on a window's ``valid`` values, kept as a result instead of
+        added to the accumulator (squared deviations summed without BLAS, the same on every engine).
+        A window whose values are all valid is counted in place, not copied."""
         kept = int(np.count_nonzero(valid))
-        values = raw.reshape(-1) if kept == valid.size else raw[valid]
-        return self.count(values, valid.size - kept)
-
-    def count(self, values: np.ndarray, excluded: int) -> Counted:
-        """The accumulator's own arithmetic on one piece's values, kept as a result instead of added to
-        the accumulator (squared deviations summed without BLAS, the same on every engine)."""
+        excluded = valid.size - kept
+        values = raw.reshape(-1) if excluded == 0 else raw[valid]
         if not values.size:
             return Counted(excluded)
         present = tallied = moments = fine = histogram = None
@@ -423,4 +421,4 @@ class StatsPiece:
     def __call__(self, piece: tuple[Read, int]) -> Counted:
         (window, shape), band = piece
         raw, valid = read_valid(self.ctx, self.source.dataset(), band, window, shape)
-        return self.tallies[band].count_valid(raw, valid)
+        return self.tallies[band].count(raw, valid)
