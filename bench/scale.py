@@ -49,7 +49,8 @@ Every run is a fresh child process (``python bench/scale.py --one ...``, started
   conftest.py), started for that run alone (so the workers' ``ru_maxrss`` is this run's; restarting the
   workers of one cluster instead sometimes left them out for a minute) and warmed (llmc imported);
   plain TCP, as an operator's cluster may be, or with ``--tls`` every connection TLS with one private
-  certificate, as the server's own cluster is.
+  certificate, as the server's own cluster is. Results are taken from the workers directly, as the
+  server's own cluster (and an operator's with ``--dask-worker-ports``) does, not through the scheduler.
   CPU around the timed run, read by the child: the workers' (also shown alone) + the child's + this
   process's, where the scheduler runs (``run_on_scheduler``); peak: the largest worker's
   ``ru_maxrss`` (``client MiB``: the child's, which plans, writes and, for flow, routes);
@@ -278,7 +279,7 @@ def child_llmc(spec: dict[str, Any]) -> dict[str, Any]:
         from llmc_mcp.compute.dask_engine import DaskEngine, load_security
 
         security = load_security(spec["credentials"]) if spec.get("credentials") else None
-        engine = DaskEngine(spec["address"], security=security)
+        engine = DaskEngine(spec["address"], security=security, direct=True)
         engine.client()  # connected before the clock starts
     ctx = llmc_context(ws, engine)
     try:

@@ -26,7 +26,7 @@ _QUOTAS = (
 
 
 _JOBS = ("job_timeout", "job_memory_mb", "max_jobs", "max_session_jobs", "task_ttl", "task_after")
-_ENGINE = ("engine", "dask_scheduler")
+_ENGINE = ("engine", "dask_scheduler", "dask_worker_ports")
 
 Engine = Literal["local", "dask"]
 
@@ -128,6 +128,13 @@ class Settings(BaseModel):
         description="The scheduler of an existing Dask cluster (tcp://HOST:PORT); its workers must see "
         "the workspace at the same path. Implies --engine dask.",
     )
+    dask_worker_ports: str | None = Field(
+        None,
+        pattern=r"^[0-9]{1,5}:[0-9]{1,5}$",
+        description="FIRST:LAST, the ports the --dask-scheduler cluster's workers listen on (`dask worker "
+        "--worker-port FIRST:LAST`): the engine workers then take results from them directly, not "
+        "through the scheduler. The server's own cluster always does.",
+    )
 
     allow_remote: tuple[str, ...] = Field(
         (),
@@ -189,12 +196,24 @@ class Settings(BaseModel):
             raise ValueError(f"init_tool_name {value!r} is the name of another code-mode tool; choose one")
         return value
 
+    @field_validator("dask_worker_ports")
+    @classmethod
+    def _a_bounded_port_range(cls, value: str | None) -> str | None:
+        if value is not None:
+            worker_ports(value)
+        return value
+
     @model_validator(mode="after")
     def _scheduler_means_dask(self) -> Settings:
         if self.dask_scheduler is not None and self.engine != "dask":
             if "engine" in self.model_fields_set:
                 raise ValueError("dask_scheduler names a Dask cluster: use --engine dask, or drop it")
             self.engine = "dask"
+        if self.dask_worker_ports is not None and self.dask_scheduler is None:
+            raise ValueError(
+                "dask_worker_ports names the ports of --dask-scheduler's workers: give the scheduler too "
+                "(the server's own cluster chooses its workers' ports)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -234,6 +253,21 @@ class Settings(BaseModel):
         values = {k: v for k, v in env.items() if v}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
+
+
+MAX_WORKER_PORTS = 1024
+"""The widest ``--dask-worker-ports`` range: each port is a rule of the engine workers' confinement."""
+
+
+def worker_ports(text: str) -> range:
+    """The ports of ``FIRST:LAST`` (both included); ``ValueError`` naming the problem."""
+    first, _, last = text.partition(":")
+    ports = range(int(first), int(last) + 1)
+    if not (ports and ports[0] >= 1 and ports[-1] <= 65535):
+        raise ValueError(f"{text!r} is not a port range: FIRST:LAST with 1 <= FIRST <= LAST <= 65535")
+    if len(ports) > MAX_WORKER_PORTS:
+        raise ValueError(f"{text!r} spans {len(ports)} ports; at most {MAX_WORKER_PORTS}")
+    return ports
 
 
 MiB = 1024 * 1024

@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--dask-scheduler", default=None, metavar="URL", help=f"tcp://HOST:PORT of a Dask cluster. {_ENV}"
     )
+    serve.add_argument(
+        "--dask-worker-ports",
+        default=None,
+        metavar="A:B",
+        help=f"Its workers' ports (results come direct). {_ENV}",
+    )
     _add_quota_flags(serve)
     serve.add_argument(
         "--allow-remote",
@@ -321,6 +327,7 @@ def _settings(args: argparse.Namespace):
             **{name: getattr(args, name, None) for name in _JOB_FLAGS},
             engine=args.engine,
             dask_scheduler=args.dask_scheduler,
+            dask_worker_ports=args.dask_worker_ports,
             allow_remote=tuple(args.allow_remote) if args.allow_remote else None,
             remote_limits=args.remote_limits,
         )
@@ -341,7 +348,8 @@ def _serve(args: argparse.Namespace) -> int:
     prestarted = start_worker_early(settings, str(Path(settings.workspace).expanduser().resolve()))
     cluster = _engine_cluster(settings)
     if cluster is not None:
-        settings = settings.model_copy(update={"dask_scheduler": cluster.address})
+        update = {"dask_scheduler": cluster.address, "dask_worker_ports": cluster.worker_ports}
+        settings = settings.model_copy(update=update)
     from llmc_mcp.server.app import build_server
 
     try:

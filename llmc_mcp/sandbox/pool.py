@@ -116,7 +116,11 @@ class WorkerPool:
         if engine_address is not None:
             # Engine workers: operations only, never agent code, each with a client of this cluster.
             credentials = None if engine_credentials is None else str(engine_credentials)
-            update = {"dask_scheduler": engine_address, "dask_credentials": credentials}
+            update = {
+                "dask_scheduler": engine_address,
+                "dask_worker_ports": settings.dask_worker_ports,
+                "dask_credentials": credentials,
+            }
             self._config = self._config.model_copy(update=update)
         self._prestarted = prestarted
         """A worker started before the event loop (:func:`start_worker_early`): the first spare."""

@@ -58,7 +58,10 @@ class WorkerConfig(BaseModel):
     """``--engine``: a session worker on ``dask`` hands pixel operations to its engine worker."""
     dask_scheduler: str | None = None
     """An engine worker's cluster (``--engine dask``): it runs operations only, never agent code, with
-    a Dask client whose one allowed TCP connection is this scheduler."""
+    a Dask client whose allowed TCP connections are this scheduler and its workers' ports."""
+    dask_worker_ports: str | None = None
+    """``FIRST:LAST``, the ports the cluster's workers listen on, where known: the engine worker may
+    connect to them and takes results from the workers directly, not through the scheduler."""
     dask_credentials: str | None = None
     """The TLS credentials of the server's own cluster (a private file, read before confinement)."""
     job_memory_mb: int | None = None
@@ -223,15 +226,15 @@ def landlock_abi() -> int:
     return max(0, int(abi))
 
 
-def confine(workspace: str, readable: Iterable[str] | None = None, connect_port: int | None = None) -> int:
+def confine(workspace: str, readable: Iterable[str] | None = None, connect_ports: Iterable[int] = ()) -> int:
     """Confine this process with Landlock; return the ABI version used, or 0 where unavailable.
 
     Allowed afterwards: reading (and mapping executable) files under ``readable`` (default: the
     runtime, :func:`runtime_paths`); reading, creating, replacing and removing regular files and
     directories under ``workspace`` (no symlinks, devices, fifos or sockets); /dev/null; nothing
     else, whatever path or link leads there. With ABI 4+ no TCP bind or connect; with ABI 6+ no
-    signals or abstract unix sockets beyond the confined process; ``connect_port`` (an engine worker's
-    scheduler) is the one TCP port it may connect to. Files opened before the call
+    signals or abstract unix sockets beyond the confined process; ``connect_ports`` (an engine worker's
+    scheduler and Dask workers) are the TCP ports it may connect to. Files opened before the call
     keep working. Call it once every import is done: a module imported later from elsewhere fails.
     """
     # Whatever follows: no exec from here on can gain privileges (setuid, file capabilities).
@@ -259,11 +262,10 @@ def confine(workspace: str, readable: Iterable[str] | None = None, connect_port:
         rules += [(workspace, _READ_FILE | _READ_DIR | write), (os.devnull, _READ_FILE | _WRITE_FILE)]
         for path, access in rules:
             _add_path_rule(syscall, ruleset, path, access & handled)
-        if connect_port is not None and abi >= 4:
-            rule = _NetPortAttr(_NET_CONNECT_TCP, connect_port)
+        for port in connect_ports if abi >= 4 else ():
+            rule = _NetPortAttr(_NET_CONNECT_TCP, port)
             if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_NET_PORT, ctypes.byref(rule), 0):
-                refused = os.strerror(ctypes.get_errno())
-                log.warning("Landlock rule for port %d refused (%s)", connect_port, refused)
+                log.warning("Landlock rule for port %d refused (%s)", port, os.strerror(ctypes.get_errno()))
         if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0):
             log.warning("Landlock could not be enforced (%s)", os.strerror(ctypes.get_errno()))
             return 0
@@ -353,11 +355,11 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     host = ChannelHost(channel)
     if config.allow_remote:
         configure_remote(RemoteAccess(Allowlist(config.allow_remote), HostTransport(host)))
-    engine, port = _engine(config)
+    engine, ports = _engine(config)
     context = OperationContext(
         Workspace(config.workspace), config.num_threads, RemoteOutputs(host), RemoteWorkflows(host), engine
     )
-    remote_engine = config.engine == "dask" and port is None
+    remote_engine = config.engine == "dask" and not ports
     operations = build_operations(context, host, remote_engine=remote_engine)
     preflights = build_preflights(context, host)
     clock = CallClock(config.call_seconds)
@@ -366,7 +368,7 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     apply_limits(config)
     # An engine worker also reads its cluster's TLS credentials, where Dask connects.
     readable = [*runtime_paths(), *([config.dask_credentials] if config.dask_credentials else [])]
-    confined = confine(str(context.workspace.root), readable, connect_port=port)
+    confined = confine(str(context.workspace.root), readable, connect_ports=ports)
     ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
     channel.send({"id": 0, "result": ready})
     while True:
@@ -398,19 +400,23 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
             )
 
 
-def _engine(config: WorkerConfig) -> tuple[Any, int | None]:
-    """This worker's engine, and the scheduler's port when it is an engine worker."""
+def _engine(config: WorkerConfig) -> tuple[Any, list[int]]:
+    """This worker's engine, and the ports it may connect to: an engine worker's scheduler and, where
+    known, its cluster's workers."""
     from llmc_mcp.compute.engine import local_engine
 
     if config.dask_scheduler is None:
-        return local_engine(config.num_threads), None
+        return local_engine(config.num_threads), []
     # Imported before confinement: afterwards only the runtime can be read, and Dask reads its config.
     import distributed  # noqa: F401
 
     from llmc_mcp.compute.dask_engine import DaskEngine, load_security
+    from llmc_mcp.config import worker_ports
 
     security = None if config.dask_credentials is None else load_security(config.dask_credentials)
-    return DaskEngine(config.dask_scheduler, security=security), int(config.dask_scheduler.rsplit(":", 1)[1])
+    workers = [] if config.dask_worker_ports is None else list(worker_ports(config.dask_worker_ports))
+    engine = DaskEngine(config.dask_scheduler, security=security, direct=bool(workers))
+    return engine, [int(config.dask_scheduler.rsplit(":", 1)[1]), *workers]
 
 
 def _progress_sender(channel: Any) -> Callable[[float, float | None, str], None]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import select
 import subprocess
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from llmc_mcp.compute.dask_engine import load_security, write_credentials
-from llmc_mcp.config import Settings
+from llmc_mcp.config import MAX_WORKER_PORTS, Settings, worker_ports
 from llmc_mcp.gdal.dask_workers import HardenedGdal, probe_worker
 from llmc_mcp.state import state_dir
 
@@ -46,6 +47,9 @@ before it restarts the worker: a stopped or hung worker then fails the operation
 instead of holding it until its call's or job's wall clock. A piece takes seconds and leaves the
 worker's event loop free (GDAL, numpy and numexpr release the GIL), so a busy worker is not taken
 for a silent one."""
+PORT_FLOOR, PORT_CEILING = 20000, 32767
+"""Where the embedded cluster's workers' ports are chosen: below Linux's default range for the
+ports the kernel hands out to outgoing connections (32768-60999), so rarely taken."""
 ANSWER_SECONDS = 60.0
 """How long the workers have to take the hardening and to answer the probe: a stopped worker
 answers nothing, and Dask's calls wait for every worker without a deadline of their own."""
@@ -57,11 +61,13 @@ class ClusterUnavailable(Exception):
 
 @dataclass
 class EngineCluster:
-    """The cluster in use: its scheduler's address, and the process running it if it is ours, with
-    the TLS credentials of its connections."""
+    """The cluster in use: its scheduler's address, the ports its workers listen on where known
+    (``FIRST:LAST``: results are then taken from them directly), and the process running it if it is
+    ours, with the TLS credentials of its connections."""
 
     address: str
     workers: int
+    worker_ports: str | None = None
     process: subprocess.Popen[bytes] | None = None
     credentials: Path | None = None
 
@@ -84,25 +90,40 @@ def start_engine(settings: Settings) -> EngineCluster:
     """The checked cluster for ``settings`` (``--engine dask``); raises :class:`ClusterUnavailable`."""
     root = Path(settings.workspace).expanduser().resolve()
     if settings.dask_scheduler is not None:
-        return EngineCluster(settings.dask_scheduler, check_cluster(settings.dask_scheduler, root, settings))
+        address, ports = settings.dask_scheduler, settings.dask_worker_ports
+        return EngineCluster(address, check_cluster(address, root, settings, ports), ports)
     credentials = write_credentials(state_dir() / "dask" / f"{os.getpid()}-{secrets.token_hex(8)}.pem")
+    workers = os.cpu_count() or 1
+    ports = embedded_worker_ports(workers)
     try:
-        process, address = _start_embedded(settings, credentials)
+        process, address = _start_embedded(settings, credentials, workers, ports)
     except BaseException:
         credentials.unlink(missing_ok=True)
         raise
-    cluster = EngineCluster(address, 0, process, credentials)
+    cluster = EngineCluster(address, 0, ports, process, credentials)
     try:
-        cluster.workers = check_cluster(address, root, settings, load_security(credentials))
+        cluster.workers = check_cluster(address, root, settings, ports, load_security(credentials))
     except BaseException:
         cluster.close()
         raise
     return cluster
 
 
-def _start_embedded(settings: Settings, credentials: Path) -> tuple[subprocess.Popen[bytes], str]:
+def embedded_worker_ports(workers: int) -> str:
+    """A random range of ports for the embedded cluster's workers, ``FIRST:LAST``, with room for each
+    worker twice over and a few more: a worker takes the first free port of the range, and so does the
+    one the nanny starts in its place, so the range the engine workers may connect to holds them all."""
+    span = min(MAX_WORKER_PORTS, 2 * workers + 8)
+    first = random.randint(PORT_FLOOR, PORT_CEILING - span + 1)
+    return f"{first}:{first + span - 1}"
+
+
+def _start_embedded(
+    settings: Settings, credentials: Path, workers: int, ports: str
+) -> tuple[subprocess.Popen[bytes], str]:
     config = {
-        "workers": os.cpu_count() or 1,
+        "workers": workers,
+        "worker_ports": ports,
         "memory_mb": settings.memory_mb,
         "worker_ttl": WORKER_TTL_SECONDS,
         "credentials": str(credentials),
@@ -128,8 +149,11 @@ def _start_embedded(settings: Settings, credentials: Path) -> tuple[subprocess.P
     return process, line
 
 
-def check_cluster(address: str, root: Path, settings: Settings, security: Any = None) -> int:
-    """Harden and probe every worker of the cluster at ``address``; the number of workers."""
+def check_cluster(
+    address: str, root: Path, settings: Settings, ports: str | None = None, security: Any = None
+) -> int:
+    """Harden and probe every worker of the cluster at ``address``, and check that each listens on
+    ``ports`` where given; the number of workers."""
     from distributed import Client
 
     try:
@@ -164,7 +188,10 @@ def check_cluster(address: str, root: Path, settings: Settings, security: Any = 
                 f"the Dask workers at {address} could not take llmc-mcp's GDAL hardening "
                 f"({type(exc).__name__}: {str(exc)[:200]}). Install the same llmc-mcp on every worker."
             ) from None
-        return _probe(client, address, root)
+        workers = _probe(client, address, root)
+        if ports is not None:
+            _listening_within(client, address, ports)
+        return workers
 
 
 def _probe(client: Any, address: str, root: Path) -> int:
@@ -210,6 +237,21 @@ def _probe(client: Any, address: str, root: Path) -> int:
             "Install the same llmc-mcp on every worker."
         )
     return len(reports)
+
+
+def _listening_within(client: Any, address: str, ports: str) -> None:
+    """Refuse a cluster whose workers listen outside ``ports``: an engine worker may connect to those
+    ports alone, and would wait out Dask's connect timeout on each result held elsewhere."""
+    allowed = worker_ports(ports)
+    listening = [str(worker) for worker in client.scheduler_info(n_workers=-1)["workers"]]
+    outside = [worker for worker in listening if int(worker.rsplit(":", 1)[1]) not in allowed]
+    if outside:
+        raise ClusterUnavailable(
+            f"{len(outside)} of {len(listening)} Dask workers at {address} listen outside the ports "
+            f"{ports} ({', '.join(outside[:SHOWN_WORKERS])}). Start them with `dask worker {address} "
+            f"--worker-port {ports}`, or leave --dask-worker-ports out: results then pass through the "
+            "scheduler."
+        )
 
 
 def _within(address: str, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

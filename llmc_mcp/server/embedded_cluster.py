@@ -2,11 +2,12 @@
 ``--dask-scheduler`` is given.
 
 A ``LocalCluster`` of worker processes, one per core, each with ``--memory-mb`` (Dask's nanny
-restarts a worker past it), its scheduler on loopback only. It runs in a process of its own rather
-than in the server: its workers are started from here and inherit this process's standard output,
-which in the server is the MCP channel over stdio. Here fd 1 is moved onto stderr before anything
-starts; the scheduler's address goes back to the server on the original stdout, as one line, and
-nothing else is ever written there.
+restarts a worker past it), its scheduler on loopback only, its workers on the range of ports the
+server chose (the engine workers fetch results from them directly, and may connect to those alone).
+It runs in a process of its own rather than in the server: its workers are started from here and
+inherit this process's standard output, which in the server is the MCP channel over stdio. Here fd 1
+is moved onto stderr before anything starts; the scheduler's address goes back to the server on the
+original stdout, as one line, and nothing else is ever written there.
 
 Its scheduler and workers listen on loopback, where any local process could connect and run code
 as the server's user: every connection is TLS with a certificate only the server and its engine
@@ -63,6 +64,7 @@ def main() -> None:
         threads_per_worker=1,
         processes=True,
         memory_limit=f"{int(config['memory_mb'])}MiB",
+        worker_port=str(config["worker_ports"]),
         host="127.0.0.1",
         protocol="tls://",
         security=load_security(config["credentials"]),

@@ -41,7 +41,7 @@ def dask_address() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def dask_engine(dask_address: str) -> Iterator[DaskEngine]:
-    engine = DaskEngine(dask_address)
+    engine = DaskEngine(dask_address, direct=True)
     yield engine
     engine.close()
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -48,6 +49,35 @@ def test_an_unreachable_scheduler_stops_the_server_with_status_2(workspace_dir: 
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"the Dask scheduler at {address} cannot be reached" in done.stderr
     assert "dask scheduler" in done.stderr  # the fix: how to start one
+
+
+def test_workers_outside_the_given_ports_stop_the_server_with_status_2(
+    dask_address: str, workspace_dir: Path
+) -> None:
+    """Guards against engine workers that may connect to the given ports alone waiting out Dask's
+    connect timeout on every result a worker elsewhere holds: the start check names them and the fix."""
+    done = serve(workspace_dir, "--dask-scheduler", dask_address, "--dask-worker-ports", "1:8")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"2 of 2 Dask workers at {dask_address} listen outside the ports 1:8" in done.stderr
+    assert "--worker-port 1:8" in done.stderr  # the fix
+
+
+@pytest.mark.parametrize(
+    ("ports", "problem"),
+    [("8:1", "not a port range"), ("0:10", "not a port range"), ("1:70000", "not a port range"),
+     ("1000:3000", "spans 2001 ports"), ("1000-1010", "String should match")],
+)  # fmt: skip
+def test_a_worker_port_range_that_cannot_be_confined_is_refused(ports: str, problem: str) -> None:
+    """Guards against a range the engine workers' confinement cannot hold (one rule a port) or that
+    names no port, taken as given and failing at the first result."""
+    with pytest.raises(ValueError, match=problem):
+        Settings(engine="dask", dask_scheduler="tcp://127.0.0.1:8786", dask_worker_ports=ports)
+
+
+def test_worker_ports_without_a_scheduler_are_refused() -> None:
+    """Guards against a flag silently ignored: the server's own cluster chooses its workers' ports."""
+    with pytest.raises(ValueError, match="give the scheduler too"):
+        Settings(engine="dask", dask_worker_ports="9000:9010")
 
 
 def _user_namespaces() -> bool:
@@ -169,6 +199,51 @@ async def test_a_worker_killed_mid_job_fails_the_job_and_leaves_no_output(
     assert left == {f"out.tif{RECORD_SUFFIX}"}, f"partial output left: {left}"
     record = json.loads((workspace_with_dem / f"out.tif{RECORD_SUFFIX}").read_text())
     assert record[f"{PRODUCER_PREFIX}outcome"] == "failed"  # the audit trail of the failure, not an output
+
+
+@pytest.mark.anyio
+async def test_the_engine_workers_take_results_from_the_embedded_clusters_workers_directly(
+    workspace_with_dem: Path,
+) -> None:
+    """Guards against every result crossing the scheduler's process as well (a copy more of each
+    piece on the cores the workers share), or a confined engine worker refused the workers' ports
+    and falling back to the scheduler after Dask's connect timeout: with the scheduler unable to
+    relay results at all, an operation of the server's engine worker still completes."""
+    from distributed import Client as DaskClient
+
+    from llmc_mcp.compute.dask_engine import load_security
+    from llmc_mcp.config import worker_ports
+    from llmc_mcp.server.cluster import start_engine
+
+    def stop_relaying(dask_scheduler: Any) -> None:
+        """Runs on the scheduler (defined here, so it travels by value): its handler that gathers
+        results for a client answers with an error."""
+
+        async def refuse(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("this scheduler relays no results")
+
+        dask_scheduler.handlers["gather"] = refuse
+
+    settings = Settings(mode="code", workspace=workspace_with_dem, engine="dask", memory_mb=1024)
+    cluster = start_engine(settings)
+    assert cluster.credentials is not None and cluster.worker_ports is not None
+    try:
+        with DaskClient(
+            cluster.address, timeout=10, set_as_default=False, security=load_security(cluster.credentials)
+        ) as observer:
+            listening = [int(w.rsplit(":", 1)[1]) for w in observer.scheduler_info(n_workers=-1)["workers"]]
+            assert set(listening) <= set(worker_ports(cluster.worker_ports))
+            observer.run_on_scheduler(stop_relaying)
+        served = settings.model_copy(
+            update={"dask_scheduler": cluster.address, "dask_worker_ports": cluster.worker_ports}
+        )
+        async with Client(build_server(served, engine_credentials=cluster.credentials)) as mcp:
+            code = 'terrain.slope("big.tif", "direct.tif")["valid_cells"]'
+            answer = structured(await mcp.call_tool("execute_code", {"code": code}))
+    finally:
+        cluster.close()
+    assert answer["ok"], answer
+    assert answer["result"] == (4096 - 2) ** 2
 
 
 def test_the_embedded_cluster_refuses_a_neighbour_without_its_certificate(workspace_dir: Path) -> None:

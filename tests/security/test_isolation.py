@@ -499,3 +499,36 @@ def test_landlock_does_not_open_arbitrary_sys_path_entries(
     readable = runtime_paths()
     assert str(tmp_path) not in readable
     assert sys.base_prefix in readable
+
+
+_CONNECTING = """
+import json, socket, sys
+from llmc_mcp.sandbox.worker import confine
+workspace, allowed, other = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+report = {"abi": confine(workspace, connect_ports=[allowed])}
+for name, port in (("allowed", allowed), ("other", other)):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        report[name] = "connected"
+    except OSError as exc:
+        report[name] = type(exc).__name__
+print(json.dumps(report))
+"""
+
+
+def test_an_engine_worker_may_connect_to_its_clusters_ports_and_no_other(tmp_path: Path) -> None:
+    """Guards against the ports an engine worker is given for its Dask scheduler and workers opening
+    every TCP port, or against those ports staying shut (results would wait out Dask's connect
+    timeout): both listeners are up, one port is allowed."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as allowed, socket.create_server(("127.0.0.1", 0)) as other:
+        ports = [str(listener.getsockname()[1]) for listener in (allowed, other)]
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_CONNECTING), str(tmp_path), *ports],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    report = json.loads(done.stdout.splitlines()[-1])
+    if report["abi"] < 4:
+        pytest.skip("this kernel's Landlock does not confine TCP")
+    assert report == {"abi": report["abi"], "allowed": "connected", "other": "PermissionError"}
