@@ -76,7 +76,7 @@ llmc's flow is refused above 4096² at 2 GiB, pyflwdir is not run at 32768²).
 
 Run: .venv/bin/python bench/scale.py [--sizes 4096,16384,32768]
      [--ops calc_stats,expr_stats,reproject,slope,convert,zonal,flow] [--engines local,dask]
-     [--workdir DIR] [--keep] [--warm] [--tls] [--memory-mb 2048]
+     [--workdir DIR] [--keep] [--warm] [--tls] [--rounds N] [--memory-mb 2048]
      Smoke test: --sizes 1024,2048. Needs gdal-bin (gdalwarp, gdaldem, gdal_translate) for those
      three references.
 """
@@ -685,32 +685,64 @@ def measure_size(args: argparse.Namespace, size: int, folder: Path,
     for op in args.ops:
         base = {"ws": str(folder), "op": op, "memory_mb": args.memory_mb, "limit_mb": args.memory_mb,
                 "warm": args.warm, "tls": args.tls}  # fmt: skip
-        grid = None
-        for engine in args.engines:
-            spec = {**base, "tool": "llmc", "engine": engine}
-            started = os.getloadavg()[0]
-            run = measure_dask(spec, args.timeout) if engine == "dask" else spawn(spec, args.timeout)
-            run["load"] = started
-            results[op][(size, f"llmc {engine}")] = run
-            grid = grid or run.get("grid")
-            print(f"  {op} llmc {engine}: {figure(run, 'wall')} s  {outcome(run, engine)[:120]}", flush=True)
-        spec = {**base, "tool": "reference", "limit_mb": args.reference_memory_mb, "grid": grid}
-        needed = size * size / 1e6 * PYFLWDIR_MIB_PER_MCELL
-        if op == "flow" and needed > args.reference_memory_mb:
-            message = (f"pyflwdir would need about {needed / 1024:.0f} GiB ({PYFLWDIR_MIB_PER_MCELL} MiB per "
-                       f"M cells), over --reference-memory-mb {args.reference_memory_mb}")  # fmt: skip
-            run = {"error": "not run", "refused": True, "message": message}
-        elif op in ("reproject", "slope", "convert") and not shutil.which(REFERENCES[op].split()[0]):
-            run = {"error": "not run", "refused": True, "message": "gdal-bin is not installed"}
-        else:
-            started = os.getloadavg()[0]
-            run = spawn(spec, args.timeout)
-            run["load"] = started
-        results[op][(size, "reference")] = run
-        print(f"  {op} {REFERENCES[op]}: {figure(run, 'wall')} s  {outcome(run, 'ref')[:120]}", flush=True)
-        if not args.keep:
-            for path in set(folder.iterdir()) - before:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        rounds: dict[str, list[dict[str, Any]]] = {}
+        for number in range(1, args.rounds + 1):
+            measure_round(args, size, op, base, rounds, number)
+            if number < args.rounds or not args.keep:  # each round writes its outputs afresh
+                for path in set(folder.iterdir()) - before:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        for tool, runs in rounds.items():
+            results[op][(size, tool)] = median_run(runs)
+        results[op][(size, "rounds")] = rounds
+
+
+def measure_round(args: argparse.Namespace, size: int, op: str, base: dict[str, Any],
+                  rounds: dict[str, list[dict[str, Any]]], number: int) -> None:  # fmt: skip
+    """One round of ``op`` at ``size``: each engine, then the reference tool (warping onto the grid
+    llmc chose), appended to ``rounds`` under each tool's name."""
+    tag = f" (round {number} of {args.rounds})" if args.rounds > 1 else ""
+    grid = None
+    for engine in args.engines:
+        spec = {**base, "tool": "llmc", "engine": engine}
+        started = os.getloadavg()[0]
+        run = measure_dask(spec, args.timeout) if engine == "dask" else spawn(spec, args.timeout)
+        run["load"] = started
+        rounds.setdefault(f"llmc {engine}", []).append(run)
+        grid = grid or run.get("grid")
+        print(f"  {op} llmc {engine}{tag}: {figure(run, 'wall')} s  {outcome(run, engine)[:120]}", flush=True)
+    spec = {**base, "tool": "reference", "limit_mb": args.reference_memory_mb, "grid": grid}
+    needed = size * size / 1e6 * PYFLWDIR_MIB_PER_MCELL
+    if op == "flow" and needed > args.reference_memory_mb:
+        message = (f"pyflwdir would need about {needed / 1024:.0f} GiB ({PYFLWDIR_MIB_PER_MCELL} MiB per "
+                   f"M cells), over --reference-memory-mb {args.reference_memory_mb}")  # fmt: skip
+        run = {"error": "not run", "refused": True, "message": message}
+    elif op in ("reproject", "slope", "convert") and not shutil.which(REFERENCES[op].split()[0]):
+        run = {"error": "not run", "refused": True, "message": "gdal-bin is not installed"}
+    else:
+        started = os.getloadavg()[0]
+        run = spawn(spec, args.timeout)
+        run["load"] = started
+    rounds.setdefault("reference", []).append(run)
+    print(f"  {op} {REFERENCES[op]}{tag}: {figure(run, 'wall')} s  {outcome(run, 'ref')[:120]}", flush=True)
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time (the lower of the middle two for an even count), or the first
+    failure: what the table shows of several rounds."""
+    failed = [run for run in runs if "error" in run]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda run: run["wall"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def each_round(rounds: dict[str, Any], engine: str) -> str:
+    """`` (rounds 1.02x, 1.10x, ...)``: each round's ratio, engine against the reference of that round."""
+    pairs = list(zip(rounds.get(f"llmc {engine}", []), rounds.get("reference", []), strict=False))
+    if len(pairs) < 2:
+        return ""
+    ratios = [f"{r['wall'] / f['wall']:.2f}x" for r, f in pairs if "error" not in r and "error" not in f]
+    return f" (rounds {', '.join(ratios)})"
 
 
 def parse() -> argparse.Namespace:
@@ -729,6 +761,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--reference-memory-mb", type=int, default=physical * 3 // 4,
                         help="RLIMIT_AS of the reference tools' children (default 3/4 of RAM)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds per run")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run each operation's engines and reference this many times, alternating; the "
+                        "tables show each tool's median run, the summary each round's ratio too")  # fmt: skip
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.ops = [o for o in args.ops.split(",") if o]
@@ -773,8 +808,8 @@ def main() -> None:
                 (s, results[op].get((s, f"llmc {engine}")), results[op].get((s, "reference")))
                 for s in args.sizes
             ]
-            shown = [f"{s}² {r['wall'] / f['wall']:.2f}x" for s, r, f in runs
-                     if r and f and "error" not in r and "error" not in f]  # fmt: skip
+            shown = [f"{s}² {r['wall'] / f['wall']:.2f}x" + each_round(results[op][(s, "rounds")], engine)
+                     for s, r, f in runs if r and f and "error" not in r and "error" not in f]  # fmt: skip
             parts.append(f"{op} {engine} " + (", ".join(shown) or "n/a"))
     finish(start, "wall time vs reference: " + "; ".join(parts))
 
