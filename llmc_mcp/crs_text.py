@@ -140,8 +140,11 @@ IDENTIFY_TIMEOUT = 5.0
 Real definitions take 0.3-30 ms. The server identifies CRS text that agents send (decision keys,
 justified choices) outside any worker's CPU limit, so a pathological text must not hold a thread."""
 HELPERS = 2
-"""Helper processes that identify CRS text for sessions (:class:`Identifiers`); waiting for a free one
-counts against :data:`IDENTIFY_TIMEOUT`."""
+"""Helper processes that identify CRS text for sessions (:class:`Identifiers`)."""
+HELPER_START_SECONDS = 60.0
+"""How long a helper may take to start (its imports and PROJ's database) and a caller may wait for a
+free one. Neither counts against :data:`IDENTIFY_TIMEOUT`, which bounds the work on the text: on a
+loaded machine a start alone took over 5 s, and identifications refused for it were not slow ones."""
 HELPER_MEMORY = 1024 * 1024 * 1024
 """Address space of a helper: PROJ and its database need ~300 MiB; past the cap a parse fails, alone."""
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -241,19 +244,38 @@ def _too_slow(argument: str) -> CrsError:
     )
 
 
+def _busy(argument: str) -> CrsError:
+    return CrsError(
+        f"{argument}: the server had no CRS helper free or starting within {HELPER_START_SECONDS:g} s "
+        "(it is overloaded).",
+        fix="Try again shortly, or pass an EPSG code ('EPSG:32633'), which needs no helper.",
+    )
+
+
 class _Helper:
-    """One helper process: a request is a JSON line on its stdin, the answer a JSON line on its stdout."""
+    """One helper process: a request is a JSON line on its stdin, the answer a JSON line on its stdout.
+    Its first line says it is ready: imported, PROJ's database open."""
 
     def __init__(self, command: list[str]):
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/"
         )
 
+    def start(self, deadline: float) -> None:
+        """Wait until the helper is ready; TimeoutError past ``deadline``, OSError if it ended or said
+        something else."""
+        if self._line(deadline) != {"ready": True}:
+            raise OSError("the CRS helper did not start")
+
     def ask(self, request: dict[str, str], deadline: float) -> dict[str, str]:
         """The answer to ``request``; TimeoutError past ``deadline``, OSError if the helper is gone."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(request).encode() + b"\n")
         self.process.stdin.flush()
+        return self._line(deadline)
+
+    def _line(self, deadline: float) -> dict[str, str]:
+        assert self.process.stdout is not None
         fd, answer = self.process.stdout.fileno(), b""
         while not answer.endswith(b"\n"):
             remaining = deadline - time.monotonic()
@@ -274,9 +296,11 @@ class _Helper:
 class Identifiers:
     """Helper processes that run PROJ for sessions, outside the server's interpreter (and its GIL).
 
-    At most ``size`` run at once; a caller waits for a free one within its own deadline. A helper that
-    misses the deadline is killed, so the deadline really ends the work: nothing keeps running for a
-    call that was already refused. Helpers start on first use and are reused (a start costs ~0.3 s).
+    At most ``size`` run at once; a caller waits for a free one, and a new helper for its start, within
+    :data:`HELPER_START_SECONDS`, then gives it the text with :data:`IDENTIFY_TIMEOUT` to answer. A
+    helper that misses the deadline is killed, so the deadline really ends the work: nothing keeps
+    running for a call that was already refused. Helpers start on first use and are reused (a start
+    costs ~0.3 s on an idle machine).
     """
 
     def __init__(self, size: int = HELPERS, command: list[str] | None = None):
@@ -289,15 +313,20 @@ class Identifiers:
         self._lock = threading.Lock()
 
     def normalize(self, value: str, argument: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        if not self._slots.acquire(timeout=timeout):
-            raise _too_slow(argument)
+        if not self._slots.acquire(timeout=HELPER_START_SECONDS):
+            raise _busy(argument)
         try:
             with self._lock:
                 helper = self._idle.pop() if self._idle else None
-            helper = helper or _Helper(self.command)
+            if helper is None:
+                helper = _Helper(self.command)
+                try:
+                    helper.start(time.monotonic() + HELPER_START_SECONDS)
+                except (TimeoutError, OSError, ValueError):
+                    helper.kill()
+                    raise _busy(argument) from None
             try:
-                answer = helper.ask({"value": value, "argument": argument}, deadline)
+                answer = helper.ask({"value": value, "argument": argument}, time.monotonic() + timeout)
             except (TimeoutError, OSError, ValueError):
                 helper.kill()
                 raise _too_slow(argument) from None
@@ -327,6 +356,9 @@ def serve_helper() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (HELPER_MEMORY, HELPER_MEMORY))
+    CRS("EPSG:4326")  # PROJ's database opened now, not inside the first request's deadline
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:
