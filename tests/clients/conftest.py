@@ -252,7 +252,10 @@ def inspector(node: Path, node_env: dict[str, str]):
     script = bin_script("inspector")
 
     def call(target: Sequence[str], *args: str, timeout: float = 90) -> NodeResult:
-        return run_node(node, node_env, script, ["--cli", *args, "--format", "json", "--", *target], timeout)
+        # Its default 15 s to connect includes a stdio server's start, which a loaded slow machine
+        # exceeded; the connect timeout is the CLI's own flag, not a server behaviour under test.
+        argv = ["--cli", *args, "--connect-timeout", "60000", "--format", "json", "--", *target]
+        return run_node(node, node_env, script, argv, timeout)
 
     return call
 
