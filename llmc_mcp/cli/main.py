@@ -348,8 +348,7 @@ def _serve(args: argparse.Namespace) -> int:
     prestarted = start_worker_early(settings, str(Path(settings.workspace).expanduser().resolve()))
     cluster = _engine_cluster(settings)
     if cluster is not None:
-        update = {"dask_scheduler": cluster.address, "dask_worker_ports": cluster.worker_ports}
-        settings = settings.model_copy(update=update)
+        settings = cluster.serving(settings)
     from llmc_mcp.server.app import build_server
 
     try:

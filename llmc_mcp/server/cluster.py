@@ -71,6 +71,12 @@ class EngineCluster:
     process: subprocess.Popen[bytes] | None = None
     credentials: Path | None = None
 
+    def serving(self, settings: Settings) -> Settings:
+        """``settings`` as the server runs with this cluster: its scheduler and its workers' ports."""
+        return settings.model_copy(
+            update={"dask_scheduler": self.address, "dask_worker_ports": self.worker_ports}
+        )
+
     def close(self) -> None:
         if self.credentials is not None:
             self.credentials.unlink(missing_ok=True)

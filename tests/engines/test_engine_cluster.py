@@ -234,9 +234,7 @@ async def test_the_engine_workers_take_results_from_the_embedded_clusters_worker
             listening = [int(w.rsplit(":", 1)[1]) for w in observer.scheduler_info(n_workers=-1)["workers"]]
             assert set(listening) <= set(worker_ports(cluster.worker_ports))
             observer.run_on_scheduler(stop_relaying)
-        served = settings.model_copy(
-            update={"dask_scheduler": cluster.address, "dask_worker_ports": cluster.worker_ports}
-        )
+        served = cluster.serving(settings)  # as the command serves with its cluster
         async with Client(build_server(served, engine_credentials=cluster.credentials)) as mcp:
             code = 'terrain.slope("big.tif", "direct.tif")["valid_cells"]'
             answer = structured(await mcp.call_tool("execute_code", {"code": code}))
