@@ -20,7 +20,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from pyproj import CRS
@@ -135,10 +136,17 @@ def identify(crs: CRS) -> tuple[int | None, str | None]:
 
 
 IDENTIFY_TIMEOUT = 5.0
-"""Seconds one CRS identification may take before the caller is told to pass an EPSG code.
+"""Seconds of CPU one CRS identification may take before the caller is told to pass an EPSG code.
 
-Real definitions take 0.3-30 ms. The server identifies CRS text that agents send (decision keys,
-justified choices) outside any worker's CPU limit, so a pathological text must not hold a thread."""
+Real definitions take 0.3-30 ms (a projected definition PROJ must compare with every projected CRS
+it knows, about 1 s). The server identifies CRS text that agents send (decision keys, justified
+choices) outside any worker's CPU limit, so a pathological text must not hold a process. CPU time,
+not time on the clock: a loaded machine stretched a plain ``+proj=tmerc`` definition past 5 s of
+wall time, and refusing it then was a wrong answer, not a bound."""
+IDENTIFY_WALL_SECONDS = 60.0
+"""Wall-clock backstop of one identification, for work that stalls without spending CPU."""
+CPU_POLL_SECONDS = 0.05
+"""How often a waiting caller reads the CPU time the identification has spent."""
 HELPERS = 2
 """Helper processes that identify CRS text for sessions (:class:`Identifiers`)."""
 HELPER_START_SECONDS = 60.0
@@ -222,11 +230,9 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
     if session is not None and len(str(value).strip()) <= MAX_CRS_CHARS:
         result = IDENTIFIERS.normalize(value, argument, IDENTIFY_TIMEOUT)
     else:
-        future = _identifier.submit(_normalize, value, argument)
-        try:
-            result = future.result(timeout=IDENTIFY_TIMEOUT)
-        except FutureTimeout:
-            raise _too_slow(argument) from None
+        clock: list[tuple[int, float]] = []  # the identifying thread's CPU clock and its reading at start
+        future = _identifier.submit(_normalize_on_clock, clock, value, argument)
+        result = _within_bounds(future, clock, argument)
     with _cache_lock:
         if key not in _cache:
             _cache[key] = result
@@ -237,9 +243,39 @@ def normalize_crs(value: str, argument: str = "crs") -> str:
     return result
 
 
-def _too_slow(argument: str) -> CrsError:
+def _normalize_on_clock(clock: list[tuple[int, float]], value: str, argument: str) -> str:
+    thread_clock = time.pthread_getcpuclockid(threading.get_ident())
+    clock.append((thread_clock, time.clock_gettime(thread_clock)))
+    return _normalize(value, argument)
+
+
+def _within_bounds(future: Future[str], clock: list[tuple[int, float]], argument: str) -> str:
+    """``future``'s result, refused once its thread has spent :data:`IDENTIFY_TIMEOUT` of CPU or
+    :data:`IDENTIFY_WALL_SECONDS` have passed. A thread cannot be stopped: this path serves work for
+    no session (a worker's own operation, under the worker's limits; the CLI; tests)."""
+    deadline = time.monotonic() + IDENTIFY_WALL_SECONDS
+    while True:
+        try:
+            return future.result(timeout=CPU_POLL_SECONDS)
+        except FutureTimeout:
+            pass
+        if time.monotonic() > deadline:
+            raise _too_slow(argument, wall=True)
+        if not clock:
+            continue  # queued behind another identification: not this text's CPU yet
+        thread_clock, start = clock[0]
+        try:
+            spent = time.clock_gettime(thread_clock) - start
+        except OSError:
+            continue  # the thread just finished: its result is there on the next turn
+        if spent > IDENTIFY_TIMEOUT:
+            raise _too_slow(argument)
+
+
+def _too_slow(argument: str, *, wall: bool = False) -> CrsError:
+    spent = f"{IDENTIFY_WALL_SECONDS:g} s" if wall else f"{IDENTIFY_TIMEOUT:g} s of CPU time"
     return CrsError(
-        f"{argument}: identifying this CRS definition took longer than {IDENTIFY_TIMEOUT:g} s.",
+        f"{argument}: identifying this CRS definition took longer than {spent}.",
         fix="Pass its EPSG code ('EPSG:32633') instead of the definition.",
     )
 
@@ -250,6 +286,10 @@ def _busy(argument: str) -> CrsError:
         "(it is overloaded).",
         fix="Try again shortly, or pass an EPSG code ('EPSG:32633'), which needs no helper.",
     )
+
+
+class CpuExceeded(Exception):
+    """A CRS helper spent more CPU on one text than it may."""
 
 
 class _Helper:
@@ -267,20 +307,32 @@ class _Helper:
         if self._line(deadline) != {"ready": True}:
             raise OSError("the CRS helper did not start")
 
-    def ask(self, request: dict[str, str], deadline: float) -> dict[str, str]:
-        """The answer to ``request``; TimeoutError past ``deadline``, OSError if the helper is gone."""
+    def ask(self, request: dict[str, str], cpu_seconds: float, deadline: float) -> dict[str, str]:
+        """The answer to ``request``; :class:`CpuExceeded` once the helper has spent ``cpu_seconds``
+        of CPU on it, TimeoutError past ``deadline``, OSError if the helper is gone."""
         assert self.process.stdin is not None
+        start = self.cpu_time()
         self.process.stdin.write(json.dumps(request).encode() + b"\n")
         self.process.stdin.flush()
-        return self._line(deadline)
+        return self._line(deadline, lambda: self.cpu_time() - start > cpu_seconds)
 
-    def _line(self, deadline: float) -> dict[str, str]:
+    def cpu_time(self) -> float:
+        """The helper's CPU time so far (user and system, from ``/proc``), s."""
+        with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _line(self, deadline: float, over_cpu: Callable[[], bool] = lambda: False) -> dict[str, str]:
         assert self.process.stdout is not None
         fd, answer = self.process.stdout.fileno(), b""
         while not answer.endswith(b"\n"):
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0:
                 raise TimeoutError
+            if not select.select([fd], [], [], min(remaining, CPU_POLL_SECONDS))[0]:
+                if over_cpu():
+                    raise CpuExceeded
+                continue
             chunk = os.read(fd, 65536)
             if not chunk or len(answer) + len(chunk) > MAX_ANSWER_BYTES:
                 raise OSError("the CRS helper ended or answered more than any definition")
@@ -297,10 +349,10 @@ class Identifiers:
     """Helper processes that run PROJ for sessions, outside the server's interpreter (and its GIL).
 
     At most ``size`` run at once; a caller waits for a free one, and a new helper for its start, within
-    :data:`HELPER_START_SECONDS`, then gives it the text with :data:`IDENTIFY_TIMEOUT` to answer. A
-    helper that misses the deadline is killed, so the deadline really ends the work: nothing keeps
-    running for a call that was already refused. Helpers start on first use and are reused (a start
-    costs ~0.3 s on an idle machine).
+    :data:`HELPER_START_SECONDS`, then gives it the text with :data:`IDENTIFY_TIMEOUT` of CPU time to
+    answer (read from ``/proc``, and :data:`IDENTIFY_WALL_SECONDS` in all). A helper past either bound
+    is killed, so the bound really ends the work: nothing keeps running for a call that was already
+    refused. Helpers start on first use and are reused (a start costs ~0.3 s on an idle machine).
     """
 
     def __init__(self, size: int = HELPERS, command: list[str] | None = None):
@@ -312,7 +364,7 @@ class Identifiers:
         self._idle: list[_Helper] = []
         self._lock = threading.Lock()
 
-    def normalize(self, value: str, argument: str, timeout: float) -> str:
+    def normalize(self, value: str, argument: str, cpu_seconds: float) -> str:
         if not self._slots.acquire(timeout=HELPER_START_SECONDS):
             raise _busy(argument)
         try:
@@ -326,10 +378,24 @@ class Identifiers:
                     helper.kill()
                     raise _busy(argument) from None
             try:
-                answer = helper.ask({"value": value, "argument": argument}, time.monotonic() + timeout)
-            except (TimeoutError, OSError, ValueError):
+                answer = helper.ask(
+                    {"value": value, "argument": argument},
+                    cpu_seconds,
+                    time.monotonic() + IDENTIFY_WALL_SECONDS,
+                )
+            except CpuExceeded:
                 helper.kill()
                 raise _too_slow(argument) from None
+            except TimeoutError:
+                helper.kill()
+                raise _too_slow(argument, wall=True) from None
+            except (OSError, ValueError):
+                helper.kill()
+                raise CrsError(
+                    f"{argument}: identifying this CRS definition ended the process doing it (past its "
+                    f"{HELPER_MEMORY >> 20} MiB, or an answer larger than any definition's).",
+                    fix="Pass its EPSG code ('EPSG:32633') instead of the definition.",
+                ) from None
             with self._lock:
                 self._idle.append(helper)
         finally:

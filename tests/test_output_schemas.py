@@ -155,7 +155,11 @@ async def test_every_classic_tools_success_conforms_to_its_output_schema(terrain
         asset = {"href": catalog.url("cogs/scene.tif"), "type": "image/tiff", "roles": ["data"]}
         item = stac_item("scene", datetime="2024-06-01", bbox=(8, 45, 9, 46), epsg=32632, assets={"a": asset})
         root = stac_api(catalog, items=[item], root="apis/stac/", collection="demo")
-        settings = Settings(mode="classic", workspace=terrain_dir, allow_remote=(catalog.base,))
+        # No call may fail for time: a worker's first routing compiles its kernels (seconds, more
+        # on a loaded host), and this test is about shapes.
+        settings = Settings(
+            mode="classic", workspace=terrain_dir, allow_remote=(catalog.base,), exec_timeout=600
+        )
         try:
             await _every_tool_once(settings, root, checked)
         finally:

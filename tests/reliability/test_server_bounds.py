@@ -104,8 +104,11 @@ def test_a_cached_crs_costs_no_budget() -> None:
         current_session.reset(token)
 
 
-def test_an_identification_past_its_timeout_is_a_crs_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Guards against a pathological definition holding a server thread (and its caller) indefinitely."""
+def test_an_identification_stalled_past_the_wall_clock_backstop_is_a_crs_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guards against a definition whose identification stalls without computing (so never reaches
+    its CPU bound) holding its caller indefinitely."""
     release = threading.Event()
     real_identify = crs_text.identify
 
@@ -114,11 +117,32 @@ def test_an_identification_past_its_timeout_is_a_crs_error(monkeypatch: pytest.M
         return real_identify(crs)
 
     monkeypatch.setattr(crs_text, "identify", stuck)
-    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.05)
+    monkeypatch.setattr(crs_text, "IDENTIFY_WALL_SECONDS", 0.2)
     crs_text.clear_cache()
     try:
-        with pytest.raises(CrsError, match="took longer than") as caught:
+        with pytest.raises(CrsError, match=r"took longer than 0\.2 s\.") as caught:
             normalize_crs("+proj=tmerc +lon_0=7.5 +datum=WGS84")
+        assert "EPSG" in (caught.value.fix or "")
+    finally:
+        release.set()
+
+
+def test_an_identification_past_its_cpu_time_is_a_crs_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards against a pathological definition holding a thread (and its caller) for as long as the
+    wall-clock backstop: the bound is the CPU the work spends, which load does not stretch."""
+    release = threading.Event()
+
+    def spinning(crs: Any) -> Any:
+        while not release.is_set():
+            pass
+        return None, None
+
+    monkeypatch.setattr(crs_text, "identify", spinning)
+    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.2)
+    crs_text.clear_cache()
+    try:
+        with pytest.raises(CrsError, match=r"took longer than 0\.2 s of CPU time") as caught:
+            normalize_crs("+proj=tmerc +lon_0=7.25 +datum=WGS84")
         assert "EPSG" in (caught.value.fix or "")
     finally:
         release.set()

@@ -139,15 +139,43 @@ def test_an_identification_past_its_deadline_is_refused_and_its_helper_killed(
             started.append(self)
 
     monkeypatch.setattr(crs_text, "_Helper", Recorded)
-    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.5)
+    monkeypatch.setattr(crs_text, "IDENTIFY_WALL_SECONDS", 0.5)
     ready_then_stuck = "print('{\"ready\": true}', flush=True); import time; time.sleep(60)"
     stuck = crs_text.Identifiers(command=[sys.executable, "-c", ready_then_stuck])
     monkeypatch.setattr(crs_text, "IDENTIFIERS", stuck)
     crs_text.clear_cache()
     token = current_session.set("http:session-a")
     try:
-        with pytest.raises(CrsError, match=r"took longer than 0\.5 s"):
+        with pytest.raises(CrsError, match=r"took longer than 0\.5 s\."):
             crs_text.normalize_crs("+proj=tmerc +lon_0=7.123 +datum=WGS84")
+    finally:
+        current_session.reset(token)
+    assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"
+
+
+def test_a_helper_past_its_cpu_time_is_refused_and_killed_long_before_the_wall_clock_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guards against a CPU bound that only a quiet machine keeps: the bound is the CPU the helper
+    spends on the text (a loaded host stretched a plain definition past 5 s of wall time), and a
+    helper spinning on hostile text is killed once it has spent it."""
+    started: list[Any] = []
+
+    class Recorded(crs_text._Helper):
+        def __init__(self, command: list[str]):
+            super().__init__(command)
+            started.append(self)
+
+    monkeypatch.setattr(crs_text, "_Helper", Recorded)
+    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.3)
+    ready_then_spin = "print('{\"ready\": true}', flush=True); input()\nwhile True: pass"
+    spinning = crs_text.Identifiers(command=[sys.executable, "-c", ready_then_spin])
+    monkeypatch.setattr(crs_text, "IDENTIFIERS", spinning)
+    crs_text.clear_cache()
+    token = current_session.set("http:session-a")
+    try:
+        with pytest.raises(CrsError, match=r"took longer than 0\.3 s of CPU time"):
+            crs_text.normalize_crs("+proj=tmerc +lon_0=7.321 +datum=WGS84")
     finally:
         current_session.reset(token)
     assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"
@@ -159,7 +187,7 @@ def test_a_helper_slow_to_start_does_not_count_against_the_identification_deadli
     """Guards against refusing a plain definition as 'took longer than 5 s' because a loaded machine
     took that long to start the helper process (seen in CI under load): the deadline bounds the work
     on the text, and the start has a bound of its own."""
-    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 1.0)
+    monkeypatch.setattr(crs_text, "IDENTIFY_WALL_SECONDS", 1.0)
     slow_start = "import time; time.sleep(2); from llmc_mcp.crs_text import serve_helper; serve_helper()"
     helpers = crs_text.Identifiers(command=[sys.executable, "-I", "-c", slow_start])
     monkeypatch.setattr(crs_text, "IDENTIFIERS", helpers)
