@@ -136,6 +136,13 @@ class Settings(BaseModel):
         "through the scheduler. The server's own cluster always does.",
     )
 
+    kernel_cache: Path | None = Field(
+        default_factory=lambda: default_kernel_cache(),
+        description="Where the server keeps the routing kernels' compiled code for its workers to read "
+        "(LLMC_MCP_KERNEL_CACHE; 'off' for none); default $XDG_CACHE_HOME/llmc-mcp/kernels. Not used "
+        "inside the workspace.",
+    )
+
     allow_remote: tuple[str, ...] = Field(
         (),
         description="URL prefixes remote rasters and STAC catalogs may be read from (https://host/path/, "
@@ -222,6 +229,22 @@ class Settings(BaseModel):
             raise ValueError("tools selects classic-mode tools: add --mode classic, or drop --tools")
         return self
 
+    @field_validator("kernel_cache", mode="before")
+    @classmethod
+    def _off_is_none(cls, value: object) -> object:
+        return None if value == "off" else value
+
+    @property
+    def kernel_cache_root(self) -> Path | None:
+        """The kernel cache, unless it lies inside the workspace, which the workers may write: a cache
+        they could write would let one session plant code for another (DD-MCP-100)."""
+        if self.kernel_cache is None:
+            return None
+        cache = self.kernel_cache.expanduser().resolve()
+        if cache.is_relative_to(Path(self.workspace).expanduser().resolve()):
+            return None
+        return cache
+
     @property
     def job_memory(self) -> int:
         """A job worker's memory limit, MiB: ``--job-memory-mb``, else a call's (``--memory-mb``)."""
@@ -253,6 +276,18 @@ class Settings(BaseModel):
         values = {k: v for k, v in env.items() if v}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
+
+
+def default_kernel_cache() -> Path | None:
+    """``LLMC_MCP_KERNEL_CACHE`` ('off': none), else ``$XDG_CACHE_HOME/llmc-mcp/kernels`` (``~/.cache``
+    when unset)."""
+    value = os.environ.get("LLMC_MCP_KERNEL_CACHE")
+    if value == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "llmc-mcp" / "kernels"
 
 
 MAX_WORKER_PORTS = 1024

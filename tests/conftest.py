@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "clients: drives the server with third-party clients (Node: Inspector, TS SDK, conformance; "
         "Python: openai-agents, pydantic-ai, langchain-mcp-adapters, fastmcp)",
     )
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        # One kernel cache for the run, never the user's ~/.cache: pytest-xdist's workers inherit this
+        # variable, so the servers of every test process share one warm-up (DD-MCP-100).
+        folder = tempfile.mkdtemp(prefix="llmc-mcp-test-kernels-")
+        _KERNEL_CACHE.append(folder)
+        os.environ[KERNEL_CACHE_ENV] = str(Path(folder) / "kernels")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _KERNEL_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+KERNEL_CACHE_ENV = "LLMC_MCP_KERNEL_CACHE"
+_KERNEL_CACHE: list[str] = []
 
 
 @pytest.hookimpl(wrapper=True)

@@ -112,7 +112,9 @@ def server_parameters(mode: str, workspace: Path, allow_remote: str | None = Non
     args = ["-I", "-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)]
     if allow_remote is not None:
         args += ["--allow-remote", allow_remote]
-    return StdioServerParameters(command=sys.executable, args=args, cwd=tempfile.gettempdir())
+    # The demo routes no flow: its server need not warm the routing kernels' cache (DD-MCP-100).
+    env = {"LLMC_MCP_KERNEL_CACHE": "off"}
+    return StdioServerParameters(command=sys.executable, args=args, cwd=tempfile.gettempdir(), env=env)
 
 
 async def _drive(mode: str, workspace: Path, remote: RemoteStep | None) -> Transcript:

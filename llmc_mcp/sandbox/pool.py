@@ -67,6 +67,7 @@ from llmc_mcp.sandbox.wall_clock import wall_clock
 from llmc_mcp.sandbox.workers import (
     Worker,
     WorkerStartError,
+    kernel_cache,
     stop_worker,
     worker_config,
 )
@@ -494,8 +495,10 @@ class WorkerPool:
         ``counted`` workers hold a session's place against ``max_workers`` meanwhile.
         """
         self._starting += counted
+        # The warm-up may have finished the kernel cache since the pool began.
+        config = self._config.model_copy(update={"kernel_cache": kernel_cache(self.settings)})
         try:
-            return await start_worker(key, self._config, process)
+            return await start_worker(key, config, process)
         finally:
             self._starting -= counted
 

@@ -72,6 +72,8 @@ class WorkerConfig(BaseModel):
     open_files: int = 256
     allow_remote: tuple[str, ...] = ()
     """``--allow-remote``: URLs under these are read through the server (the worker has no network)."""
+    kernel_cache: str | None = None
+    """The server's complete kernel cache, read (never written) for the routing kernels' machine code."""
 
 
 def _take_channel_fds() -> tuple[Any, Any]:
@@ -333,6 +335,7 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     from llmc_mcp.compute.progress import tracking
     from llmc_mcp.gdal.environment import disable_network, libgdal, size_block_cache, unexpected_drivers
     from llmc_mcp.operations import OperationContext
+    from llmc_mcp.operations.hydrology.compiled import read_from as read_kernels_from
     from llmc_mcp.operations.workflows.service import RemoteWorkflows
     from llmc_mcp.outputs import RemoteOutputs
     from llmc_mcp.reflection.prompts import PromptLibrary
@@ -366,8 +369,11 @@ def serve(config: WorkerConfig, channel: Any, *, netns: bool = False) -> None:
     modules = sandbox_modules(context, host, PromptLibrary.default(), clock, remote_engine=remote_engine)
     session = Session(modules, config.output_limit)
     apply_limits(config)
-    # An engine worker also reads its cluster's TLS credentials, where Dask connects.
-    readable = [*runtime_paths(), *([config.dask_credentials] if config.dask_credentials else [])]
+    read_kernels_from(config.kernel_cache)
+    # An engine worker also reads its cluster's TLS credentials, where Dask connects; every worker, the
+    # kernel cache (read only: DD-MCP-100).
+    extra = [path for path in (config.dask_credentials, config.kernel_cache) if path]
+    readable = [*runtime_paths(), *extra]
     confined = confine(str(context.workspace.root), readable, connect_ports=ports)
     ready = {"ready": True, "pid": os.getpid(), "landlock": confined, "netns": netns}
     channel.send({"id": 0, "result": ready})

@@ -17,6 +17,7 @@ from anyio.abc import Process
 
 from llmc_mcp.config import Settings
 from llmc_mcp.gdal.environment import worker_gdal_environment
+from llmc_mcp.operations.hydrology.compiled import ready as ready_kernel_cache
 from llmc_mcp.sandbox.channel import AsyncChannel
 from llmc_mcp.sandbox.prestart import prestart
 from llmc_mcp.sandbox.worker import WorkerConfig
@@ -55,7 +56,14 @@ def worker_config(settings: Settings, workspace: str) -> WorkerConfig:
         job_memory_mb=settings.job_memory,
         engine=settings.engine,
         allow_remote=settings.allow_remote,
+        kernel_cache=kernel_cache(settings),
     )
+
+
+def kernel_cache(settings: Settings) -> str | None:
+    """The kernel cache a worker started now reads: complete and private, else None (it compiles)."""
+    path = ready_kernel_cache(settings.kernel_cache_root)
+    return None if path is None else str(path)
 
 
 def start_worker_early(settings: Settings, workspace: str) -> Process | None:

@@ -26,6 +26,7 @@ from llmc_mcp.errors import InvalidArgument, LlmcError, PathRefused
 from llmc_mcp.jobs.runner import JobRunner, bind_progress, job_pool_settings
 from llmc_mcp.jobs.store import JobStore
 from llmc_mcp.operations import Operation, get_operation
+from llmc_mcp.operations.hydrology.compiled import start_warming
 from llmc_mcp.operations.workflows.engine import Engine, ReviewNeeded
 from llmc_mcp.operations.workflows.service import CALLS as WORKFLOW_CALLS
 from llmc_mcp.operations.workflows.service import serve as serve_workflow
@@ -469,6 +470,7 @@ def worker_pools(runtime: Runtime) -> tuple[WorkerPool, JobRunner]:
     workers are a pool of their own under the job limits; both are served by one host."""
     host = HostRequests(runtime)
     workspace = str(runtime.context.workspace.root)
+    start_warming(runtime.settings.kernel_cache_root)  # the workers' routing kernels (DD-MCP-100)
     job_workers = WorkerPool(
         job_pool_settings(runtime.settings),
         workspace,

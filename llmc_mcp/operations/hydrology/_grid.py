@@ -8,18 +8,15 @@ memory limit halfway. Outputs go through the atomic, granted, read-back write of
 :mod:`llmc_mcp.compute.output`.
 
 pyflwdir (Deltares, MIT; DD-MCP-052) does the routing. Its functions are numba ``cache=True`` JITs:
-they would read and write compiled code in a cache directory on disk, and a directory the workers of
-two sessions could both write would let one session plant code for the other (a confined worker
-cannot write any, and numba then refuses to import the module at all). :func:`pyflwdir` imports it
-with on-disk caching turned off, so every process compiles its own code in memory (seconds, once
-per worker: DD-MCP-052 has the figure).
+numba would read and write compiled code beside its source, and a directory the workers of two
+sessions could both write would let one session plant code for the other. :func:`pyflwdir` imports
+it under :func:`.compiled.compiled_code`: compiled code is read from the server's kernel cache, which
+only the server's warm-up writes (DD-MCP-100), or compiled in memory.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +40,7 @@ from llmc_mcp.errors import InvalidArgument, Refused
 from llmc_mcp.gdal.remote_datasets import dataset_location, input_location, same_file
 from llmc_mcp.geodesy.reference import geographic_degrees, horizontal_part
 from llmc_mcp.operations.catalog import OperationContext
+from llmc_mcp.operations.hydrology.compiled import compiled_code
 
 ROUTING_BASELINE = 768 * MiB
 """Address space a worker takes before routing's arrays: Python with GDAL and numpy (about 210 MiB
@@ -80,26 +78,14 @@ ACCUMULATION_TAG = "LLMC_ACCUMULATION_UNITS"
 """Band tag recording what an accumulation counts ('cells', 'm2', 'weights'), so a stream threshold
 in other units is refused instead of compared with the wrong quantity."""
 
-_import_lock = threading.Lock()
-
 
 def pyflwdir() -> ModuleType:
-    """pyflwdir, imported (once per process) with numba's on-disk cache off; see the module docstring."""
-    with _import_lock:
-        module = sys.modules.get("pyflwdir")
-        if module is not None:
-            return module
-        from numba.core.dispatcher import Dispatcher
-
-        enable = Dispatcher.enable_caching
-        # numba decorates at import; a no-op enable_caching keeps each dispatcher's NullCache.
-        Dispatcher.enable_caching = lambda self: None  # type: ignore[method-assign]
-        try:
-            import pyflwdir as module
-            import pyflwdir.dem  # its decorators run at import too
-        finally:
-            Dispatcher.enable_caching = enable  # type: ignore[method-assign]
-        return module
+    """pyflwdir, imported once per process with its compiled code read from the server's kernel cache
+    or compiled in memory, never written to disk by this process (:mod:`.compiled`)."""
+    with compiled_code():
+        import pyflwdir as module
+        import pyflwdir.dem  # its decorators run at import too
+    return module
 
 
 def check_size(ds: DatasetReader, shown: str, argument: str) -> None:
