@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 from llmc_mcp.compute.engine import local_engine
 from llmc_mcp.config import Settings
 from llmc_mcp.operations import OperationContext
+from llmc_mcp.operations.hydrology import compiled
 from llmc_mcp.provenance.conformance import problems
 from llmc_mcp.state import STATE_DIR_ENV
 from llmc_mcp.workspace import Workspace
@@ -86,10 +88,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         # One kernel cache for the run, never the user's ~/.cache: pytest-xdist's workers inherit this
-        # variable, so the servers of every test process share one warm-up (DD-MCP-100).
+        # variable, so every test process and every server they start read it (DD-MCP-100). Warmed
+        # before any test runs (about 30 s of CPU), so that no test compiles the routing kernels
+        # itself: four test processes and their servers' workers each did, on two cores.
         folder = tempfile.mkdtemp(prefix="llmc-mcp-test-kernels-")
         _KERNEL_CACHE.append(folder)
-        os.environ[KERNEL_CACHE_ENV] = str(Path(folder) / "kernels")
+        root = Path(folder) / "kernels"
+        os.environ[KERNEL_CACHE_ENV] = str(root)
+        compiled.start_warming(root)
+        deadline = time.monotonic() + KERNEL_WARM_SECONDS
+        while compiled.ready(root) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    root_text = os.environ.get(KERNEL_CACHE_ENV)
+    ready = compiled.ready(Path(root_text)) if root_text and root_text != "off" else None
+    compiled.read_from(None if ready is None else str(ready))  # operations the tests call in-process
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -98,6 +110,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 KERNEL_CACHE_ENV = "LLMC_MCP_KERNEL_CACHE"
+KERNEL_WARM_SECONDS = 600
+"""How long the run waits for its kernel cache; past it, tests compile the kernels as workers would."""
 _KERNEL_CACHE: list[str] = []
 
 
