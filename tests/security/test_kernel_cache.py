@@ -163,3 +163,19 @@ def test_off_turns_the_kernel_cache_off(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("LLMC_MCP_KERNEL_CACHE", "off")
     assert Settings(workspace=tmp_path).kernel_cache is None
     assert Settings(workspace=tmp_path, kernel_cache="off").kernel_cache is None  # type: ignore[arg-type]
+
+
+def test_a_lock_file_planted_as_a_link_stops_the_warm_up_not_the_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Guards against the warm-up's lock file followed through a link (creating or truncating a file
+    elsewhere) and against the server's start failing on it: the warm-up is skipped and logged."""
+    root = tmp_path / "kernels"
+    root.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("kept")
+    (root / compiled.LOCK_NAME).symlink_to(target)
+    with caplog.at_level("WARNING", logger=compiled.__name__):
+        compiled.start_warming(root)
+    assert "cannot be locked" in caplog.text
+    assert target.read_text() == "kept" and sorted(p.name for p in root.iterdir()) == [compiled.LOCK_NAME]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -57,6 +58,7 @@ _warm_ups: dict[Path, subprocess.Popen[bytes]] = {}
 """The warm-ups this process started, by root: one each."""
 
 
+@functools.cache
 def cache_key() -> str:
     """The name of this installation's cache: numba's, pyflwdir's and Python's versions, where the
     packages are and the kernels' source (numba also checks each source file and the CPU itself; two
@@ -174,22 +176,29 @@ def start_warming(root: Path | None) -> None:
     if not _private(root):
         log.warning("kernel cache %s is not a directory only this user may write: not used", root)
         return
-    with _warming_lock(root) as held:
-        if not held:
-            return
+    try:
+        with _warming_lock(root) as held:
+            if not held:
+                return
+    except OSError as exc:
+        log.warning("kernel cache %s cannot be locked (%s): routing kernels compile per worker", root, exc)
+        return
     # -c, not -m: run as __main__, this module would be a second copy beside the one the operations use.
     entry = "from llmc_mcp.operations.hydrology.compiled import main; main()"
     command = [sys.executable, "-I", "-c", entry, str(root)]
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    _warm_ups[root] = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd="/",
-        env=env,
-        start_new_session=True,  # outlives a server that stops first; the next start finds it done
-    )
+    try:
+        _warm_ups[root] = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env=env,
+            start_new_session=True,  # outlives a server that stops first; the next start finds it done
+        )
+    except OSError as exc:
+        log.warning("kernel warm-up could not start (%s): routing kernels compile per worker", exc)
 
 
 @contextlib.contextmanager
