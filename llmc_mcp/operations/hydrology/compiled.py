@@ -253,6 +253,7 @@ def _exercise_operations() -> None:
     from rasterio.transform import from_origin
 
     from llmc_mcp.operations.catalog import OperationContext, get_operation
+    from llmc_mcp.state import STATE_DIR_ENV
     from llmc_mcp.workspace import Workspace
 
     rows, cols = np.mgrid[0:32, 0:32]
@@ -266,9 +267,13 @@ def _exercise_operations() -> None:
     }  # fmt: skip
     outlet = (500_000.0 + 30.5 * 30.0, 5_000_000.0 - 30.5 * 30.0)
     with tempfile.TemporaryDirectory(prefix="llmc-mcp-warm-") as folder:
-        with rasterio.open(Path(folder) / "dem.tif", "w", **profile) as dst:
+        workspace = Path(folder) / "workspace"
+        workspace.mkdir()
+        # The outputs' ledger keys go to a state folder of its own, never the server's.
+        os.environ[STATE_DIR_ENV] = str(Path(folder) / "state")
+        with rasterio.open(workspace / "dem.tif", "w", **profile) as dst:
             dst.write(dem, 1)
-        ctx = OperationContext(Workspace(Path(folder)), num_threads=1)
+        ctx = OperationContext(Workspace(workspace), num_threads=1)
         calls: list[tuple[str, dict[str, Any]]] = [
             ("condition", {"dem": "dem.tif", "dst": "fill.tif"}),
             ("condition", {"dem": "dem.tif", "dst": "kept.tif", "max_depth": 1.0}),
