@@ -104,45 +104,38 @@ def test_a_cached_crs_costs_no_budget() -> None:
         current_session.reset(token)
 
 
-def test_an_identification_stalled_past_the_wall_clock_backstop_is_a_crs_error(
-    monkeypatch: pytest.MonkeyPatch,
+def _stalled(release: threading.Event) -> Any:
+    release.wait(30)
+    return None, None
+
+
+def _spinning(release: threading.Event) -> Any:
+    while not release.is_set():
+        pass
+    return None, None
+
+
+@pytest.mark.parametrize(
+    ("bound", "stand_in", "refusal"),
+    [
+        ("IDENTIFY_WALL_SECONDS", _stalled, r"took longer than 0\.2 s\."),
+        ("IDENTIFY_TIMEOUT", _spinning, r"took longer than 0\.2 s of CPU time"),
+    ],
+    ids=["stalled-past-the-wall-clock", "spinning-past-its-cpu-time"],
+)
+def test_an_identification_past_a_bound_is_a_crs_error(
+    monkeypatch: pytest.MonkeyPatch, bound: str, stand_in: Any, refusal: str
 ) -> None:
-    """Guards against a definition whose identification stalls without computing (so never reaches
-    its CPU bound) holding its caller indefinitely."""
+    """Guards against a pathological definition holding a thread (and its caller) indefinitely: one
+    that stalls without computing (never reaching its CPU bound) is refused at the wall-clock
+    backstop, one that computes once it has spent its CPU time, which load does not stretch."""
     release = threading.Event()
-    real_identify = crs_text.identify
-
-    def stuck(crs: Any) -> Any:
-        release.wait(30)
-        return real_identify(crs)
-
-    monkeypatch.setattr(crs_text, "identify", stuck)
-    monkeypatch.setattr(crs_text, "IDENTIFY_WALL_SECONDS", 0.2)
+    monkeypatch.setattr(crs_text, "identify", lambda crs: stand_in(release))
+    monkeypatch.setattr(crs_text, bound, 0.2)
     crs_text.clear_cache()
     try:
-        with pytest.raises(CrsError, match=r"took longer than 0\.2 s\.") as caught:
+        with pytest.raises(CrsError, match=refusal) as caught:
             normalize_crs("+proj=tmerc +lon_0=7.5 +datum=WGS84")
-        assert "EPSG" in (caught.value.fix or "")
-    finally:
-        release.set()
-
-
-def test_an_identification_past_its_cpu_time_is_a_crs_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Guards against a pathological definition holding a thread (and its caller) for as long as the
-    wall-clock backstop: the bound is the CPU the work spends, which load does not stretch."""
-    release = threading.Event()
-
-    def spinning(crs: Any) -> Any:
-        while not release.is_set():
-            pass
-        return None, None
-
-    monkeypatch.setattr(crs_text, "identify", spinning)
-    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.2)
-    crs_text.clear_cache()
-    try:
-        with pytest.raises(CrsError, match=r"took longer than 0\.2 s of CPU time") as caught:
-            normalize_crs("+proj=tmerc +lon_0=7.25 +datum=WGS84")
         assert "EPSG" in (caught.value.fix or "")
     finally:
         release.set()

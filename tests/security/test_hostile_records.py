@@ -126,11 +126,22 @@ async def test_invalid_persists_of_prose_as_a_crs_run_no_proj_in_the_server(
     assert answer["result"] == ["justification_invalid"] * 3, answer
 
 
-def test_an_identification_past_its_deadline_is_refused_and_its_helper_killed(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("bound", "limit", "stand_in", "refusal"),
+    [
+        ("IDENTIFY_WALL_SECONDS", 0.5, "import time; time.sleep(60)", r"took longer than 0\.5 s\."),
+        ("IDENTIFY_TIMEOUT", 0.3, "input()\nwhile True: pass", r"took longer than 0\.3 s of CPU time"),
+    ],
+    ids=["stalled-past-the-wall-clock", "spinning-past-its-cpu-time"],
+)
+def test_an_identification_past_a_bound_is_refused_and_its_helper_killed(
+    monkeypatch: pytest.MonkeyPatch, bound: str, limit: float, stand_in: str, refusal: str
 ) -> None:
-    """Guards against a deadline that only stops waiting: the old thread pool kept running a slow
-    identification after refusing it, holding one of two shared threads (and the GIL) meanwhile."""
+    """Guards against a deadline that only stops waiting (the old thread pool kept running a slow
+    identification after refusing it, holding a shared thread and the GIL), and against a CPU bound
+    only a quiet machine keeps (a loaded host stretched a plain definition past 5 s of wall time): a
+    helper that stalls is killed at the wall-clock backstop, one spinning on the text once it has
+    spent its CPU time, with the other bound far away."""
     started: list[Any] = []
 
     class Recorded(crs_text._Helper):
@@ -139,43 +150,15 @@ def test_an_identification_past_its_deadline_is_refused_and_its_helper_killed(
             started.append(self)
 
     monkeypatch.setattr(crs_text, "_Helper", Recorded)
-    monkeypatch.setattr(crs_text, "IDENTIFY_WALL_SECONDS", 0.5)
-    ready_then_stuck = "print('{\"ready\": true}', flush=True); import time; time.sleep(60)"
-    stuck = crs_text.Identifiers(command=[sys.executable, "-c", ready_then_stuck])
-    monkeypatch.setattr(crs_text, "IDENTIFIERS", stuck)
+    monkeypatch.setattr(crs_text, bound, limit)
+    ready_then_stand_in = "print('{\"ready\": true}', flush=True)\n" + stand_in
+    helpers = crs_text.Identifiers(command=[sys.executable, "-c", ready_then_stand_in])
+    monkeypatch.setattr(crs_text, "IDENTIFIERS", helpers)
     crs_text.clear_cache()
     token = current_session.set("http:session-a")
     try:
-        with pytest.raises(CrsError, match=r"took longer than 0\.5 s\."):
+        with pytest.raises(CrsError, match=refusal):
             crs_text.normalize_crs("+proj=tmerc +lon_0=7.123 +datum=WGS84")
-    finally:
-        current_session.reset(token)
-    assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"
-
-
-def test_a_helper_past_its_cpu_time_is_refused_and_killed_long_before_the_wall_clock_backstop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Guards against a CPU bound that only a quiet machine keeps: the bound is the CPU the helper
-    spends on the text (a loaded host stretched a plain definition past 5 s of wall time), and a
-    helper spinning on hostile text is killed once it has spent it."""
-    started: list[Any] = []
-
-    class Recorded(crs_text._Helper):
-        def __init__(self, command: list[str]):
-            super().__init__(command)
-            started.append(self)
-
-    monkeypatch.setattr(crs_text, "_Helper", Recorded)
-    monkeypatch.setattr(crs_text, "IDENTIFY_TIMEOUT", 0.3)
-    ready_then_spin = "print('{\"ready\": true}', flush=True); input()\nwhile True: pass"
-    spinning = crs_text.Identifiers(command=[sys.executable, "-c", ready_then_spin])
-    monkeypatch.setattr(crs_text, "IDENTIFIERS", spinning)
-    crs_text.clear_cache()
-    token = current_session.set("http:session-a")
-    try:
-        with pytest.raises(CrsError, match=r"took longer than 0\.3 s of CPU time"):
-            crs_text.normalize_crs("+proj=tmerc +lon_0=7.321 +datum=WGS84")
     finally:
         current_session.reset(token)
     assert len(started) == 1 and started[0].process.poll() is not None, "the helper is still running"

@@ -16,6 +16,7 @@ only the server's warm-up writes (DD-MCP-100), or compiled in memory.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,7 @@ ACCUMULATION_TAG = "LLMC_ACCUMULATION_UNITS"
 in other units is refused instead of compared with the wrong quantity."""
 
 
+@functools.cache
 def pyflwdir() -> ModuleType:
     """pyflwdir, imported once per process with its compiled code read from the server's kernel cache
     or compiled in memory, never written to disk by this process (:mod:`.compiled`)."""
