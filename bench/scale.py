@@ -564,17 +564,19 @@ def measure_dask(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     worker process per core here): fresh workers, so their ``ru_maxrss`` is this run's (and, with
     ``--warm``, its first run's), warmed before the child runs; the child measures the cluster's CPU
     seconds around the timed run, this process the workers' peak."""
+    import dask
     from distributed import Client, LocalCluster
 
     from llmc_mcp.compute.dask_engine import load_security, write_credentials
     from llmc_mcp.gdal.dask_workers import HardenedGdal
+    from llmc_mcp.server.embedded_cluster import PROFILING_OFF
 
     tls: dict[str, Any] = {}
     if spec.get("tls"):  # as the server's own cluster: every connection TLS, one private certificate
         folder = Path(tempfile.mkdtemp(prefix="llmc-bench-tls-"))
         spec["credentials"] = str(write_credentials(folder / "cluster.pem"))
         tls = {"protocol": "tls://", "security": load_security(spec["credentials"])}
-    with LocalCluster(
+    with dask.config.set(PROFILING_OFF), LocalCluster(
         n_workers=CORES, threads_per_worker=1, processes=True, host="127.0.0.1",
         dashboard_address="127.0.0.1:0", memory_limit="2GiB", **tls,
     ) as cluster, Client(cluster, set_as_default=False, security=tls.get("security")) as client:  # fmt: skip

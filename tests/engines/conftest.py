@@ -25,13 +25,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def dask_address() -> Iterator[str]:
     """The scheduler of a two-worker LocalCluster with the hardening plugin registered, configured as
-    the server's embedded cluster is: a piece is never retried after its worker died."""
+    the server's embedded cluster is: a piece is never retried after its worker died, and no worker
+    profiles its tasks."""
     import dask
     from distributed import Client, LocalCluster
 
     from llmc_mcp.gdal.dask_workers import HardenedGdal
+    from llmc_mcp.server.embedded_cluster import PROFILING_OFF
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), LocalCluster(
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, **PROFILING_OFF}), LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
         memory_limit="2GiB",
     ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip

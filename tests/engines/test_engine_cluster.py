@@ -271,6 +271,32 @@ def test_the_embedded_cluster_refuses_a_neighbour_without_its_certificate(worksp
     assert not cluster.credentials.exists(), "the credentials outlived the cluster"
 
 
+def test_the_embedded_clusters_workers_do_not_profile_their_tasks(workspace_dir: Path) -> None:
+    """Guards against Dask's statistical profiler running on the server's own cluster: it samples every
+    worker's task stack every 10 ms, for a dashboard nobody is served, on the cores the work needs."""
+    from distributed import Client
+
+    from llmc_mcp.compute.dask_engine import load_security
+    from llmc_mcp.server.cluster import start_engine
+
+    def callbacks(dask_worker: Any) -> list[str]:
+        return sorted(dask_worker.periodic_callbacks)
+
+    cluster = start_engine(Settings(workspace=workspace_dir, engine="dask", memory_mb=1024))
+    try:
+        assert cluster.credentials is not None
+        with Client(
+            cluster.address, timeout=10, set_as_default=False, security=load_security(cluster.credentials)
+        ) as observer:
+            running = observer.run(callbacks)
+    finally:
+        cluster.close()
+    assert len(running) == cluster.workers
+    for names in running.values():
+        assert "heartbeat" in names  # the worker's own periodic work is there to be seen
+        assert not [name for name in names if name.startswith("profile")], names
+
+
 def test_a_stopped_worker_stops_the_start_check_within_its_bound(
     workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
