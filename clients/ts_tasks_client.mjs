@@ -12,7 +12,7 @@
 
 import { parseArgs } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const { values: opts } = parseArgs({
@@ -38,7 +38,11 @@ function makeTransport() {
     const args = ["serve", "--mode", "classic"];
     if (opts.workspace) args.push("--workspace", opts.workspace);
     args.push(...opts["server-arg"]);
-    return new StdioClientTransport({ command: opts.command, args, stderr: "inherit" });
+    // The SDK passes a server only a few variables (HOME, PATH...); llmc-mcp's own, such as the
+    // folder for its state, are passed on as a host's configuration would give them.
+    const own = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("LLMC_MCP_")));
+    const env = { ...getDefaultEnvironment(), ...own };
+    return new StdioClientTransport({ command: opts.command, args, env, stderr: "inherit" });
   }
   if (opts.transport === "http") {
     if (!opts.url) fail("--transport http needs --url");

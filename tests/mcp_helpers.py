@@ -22,6 +22,7 @@ from rasterio.warp import Resampling, reproject
 
 from llmc_mcp.config import Settings
 from llmc_mcp.server.results import result_data
+from llmc_mcp.state import STATE_DIR_ENV
 
 JUSTIFICATION_TEMPLATE = {
     "intent": "A map overlay in geographic coordinates for a web viewer.",
@@ -67,13 +68,26 @@ def text(result: CallToolResult) -> str:
 
 
 def stdio_params(workspace: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
-    """The real ``llmc-mcp`` console script of this environment, as a subprocess."""
+    """The real ``llmc-mcp`` console script of this environment, as a subprocess.
+
+    It gets the run's own folders (:func:`run_folders`).
+    """
     command = str(Path(sys.executable).parent / "llmc-mcp")
     return StdioServerParameters(
         command=command,
         args=["serve", "--workspace", str(workspace), *args],
-        env={"PATH": os.environ.get("PATH", ""), **(env or {})},
+        env={"PATH": os.environ.get("PATH", ""), **run_folders(), **(env or {})},
     )
+
+
+def run_folders() -> dict[str, str]:
+    """The test run's state folder and kernel cache, for a server a test starts through a client.
+
+    A client passes the server it starts only ``HOME``, ``PATH`` and a few more variables (the SDKs'
+    default environment); without these, every such server would write its keys into the user's
+    ``~/.local/state/llmc-mcp`` and warm a kernel cache in ``~/.cache``.
+    """
+    return {name: os.environ[name] for name in (STATE_DIR_ENV, "LLMC_MCP_KERNEL_CACHE") if name in os.environ}
 
 
 def agreement_with_in_memory_warp(src: Path, out: Path) -> float:

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from tests.mcp_helpers import run_folders
+
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ROOT / "clients"
 NODE_MODULES = CLIENTS / "node_modules"
@@ -46,7 +48,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent == Path(__file__).parent:
             item.add_marker(pytest.mark.xdist_group(f"clients-{item.path.stem}"))
-
 
 
 def need(condition: object, reason: str) -> None:
@@ -254,7 +255,13 @@ def inspector(node: Path, node_env: dict[str, str]):
     def call(target: Sequence[str], *args: str, timeout: float = 90) -> NodeResult:
         # Its default 15 s to connect includes a stdio server's start, which a loaded slow machine
         # exceeded; the connect timeout is the CLI's own flag, not a server behaviour under test.
-        argv = ["--cli", *args, "--connect-timeout", "60000", "--format", "json", "--", *target]
+        # A server it starts gets the run's own folders, as a host's configuration would give them.
+        folders = (
+            []
+            if target[0].startswith("http")
+            else [a for k, v in run_folders().items() for a in ("-e", f"{k}={v}")]
+        )
+        argv = ["--cli", *args, *folders, "--connect-timeout", "60000", "--format", "json", "--", *target]
         return run_node(node, node_env, script, argv, timeout)
 
     return call
