@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import secrets
@@ -35,8 +36,11 @@ from llmc_mcp.config import MAX_WORKER_PORTS, Settings, worker_ports
 from llmc_mcp.gdal.dask_workers import HardenedGdal, probe_worker
 from llmc_mcp.state import state_dir
 
+log = logging.getLogger(__name__)
+
 START_SECONDS = 120.0
 """How long the embedded cluster may take to start its workers."""
+START_ATTEMPTS = 2
 CONNECT_SECONDS = 10.0
 WORKERS_SECONDS = 30.0
 """How long the server waits for an operator's scheduler to have a worker."""
@@ -57,6 +61,10 @@ answers nothing, and Dask's calls wait for every worker without a deadline of th
 
 class ClusterUnavailable(Exception):
     """The cluster cannot serve this workspace; the message says what is missing and the fix."""
+
+
+class StartFailed(ClusterUnavailable):
+    """The embedded cluster's process said why it could not start (another range of ports may do)."""
 
 
 @dataclass
@@ -100,9 +108,8 @@ def start_engine(settings: Settings) -> EngineCluster:
         return EngineCluster(address, check_cluster(address, root, settings, ports), ports)
     credentials = write_credentials(state_dir() / "dask" / f"{os.getpid()}-{secrets.token_hex(8)}.pem")
     workers = os.cpu_count() or 1
-    ports = embedded_worker_ports(workers)
     try:
-        process, address = _start_embedded(settings, credentials, workers, ports)
+        process, address, ports = _start_embedded(settings, credentials, workers)
     except BaseException:
         credentials.unlink(missing_ok=True)
         raise
@@ -125,6 +132,22 @@ def embedded_worker_ports(workers: int) -> str:
 
 
 def _start_embedded(
+    settings: Settings, credentials: Path, workers: int
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """The embedded cluster's process, its scheduler's address and its workers' ports. A cluster that
+    could not start on its range of ports (another program listens there) gets :data:`START_ATTEMPTS`
+    ranges in all; what made the last attempt fail is in the error."""
+    for _ in range(START_ATTEMPTS - 1):
+        ports = embedded_worker_ports(workers)
+        try:
+            return (*_start_once(settings, credentials, workers, ports), ports)
+        except StartFailed as exc:
+            log.warning("%s; starting it again on other ports", exc)
+    ports = embedded_worker_ports(workers)
+    return (*_start_once(settings, credentials, workers, ports), ports)
+
+
+def _start_once(
     settings: Settings, credentials: Path, workers: int, ports: str
 ) -> tuple[subprocess.Popen[bytes], str]:
     config = {
@@ -142,14 +165,25 @@ def _start_embedded(
     )
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
-    line = process.stdout.readline(300).decode(errors="replace").strip() if ready else ""
+    line = process.stdout.readline(400).decode(errors="replace").strip() if ready else ""
     if not line.startswith("tls://"):
         process.kill()
         process.wait()
-        raise ClusterUnavailable(
-            f"the embedded Dask cluster did not start within {START_SECONDS:g} s (its log is above). "
+        fix = (
             "Check that the machine can start one process per core, or run a cluster yourself and pass "
             "--dask-scheduler."
+        )
+        if line.startswith("error "):
+            raise StartFailed(
+                f"the embedded Dask cluster could not start (workers on ports {ports}): {line[6:]}. {fix}"
+            )
+        if ready:
+            raise ClusterUnavailable(
+                f"the embedded Dask cluster exited with status {process.returncode} before it started "
+                f"(its log is above). {fix}"
+            )
+        raise ClusterUnavailable(
+            f"the embedded Dask cluster did not start within {START_SECONDS:g} s (its log is above). {fix}"
         )
     process.stdout.close()
     return process, line

@@ -7,7 +7,8 @@ server chose (the engine workers fetch results from them directly, and may conne
 It runs in a process of its own rather than in the server: its workers are started from here and
 inherit this process's standard output, which in the server is the MCP channel over stdio. Here fd 1
 is moved onto stderr before anything starts; the scheduler's address goes back to the server on the
-original stdout, as one line, and nothing else is ever written there.
+original stdout, as one line, and nothing else is ever written there (a cluster that cannot start
+writes ``error`` and its first cause instead, which the server reports).
 
 Its scheduler and workers listen on loopback, where any local process could connect and run code
 as the server's user: every connection is TLS with a certificate only the server and its engine
@@ -39,6 +40,22 @@ PROFILING_OFF = {"distributed.worker.profile.enabled": False}
 server never serves: 1.2 s of CPU a worker in a 16384² calc then stats on 2 cores (DD-MCP-101)."""
 
 
+CAUSES_FOLLOWED = 16
+"""How far down an exception's chain of causes :func:`failure` looks (a chain may be a cycle)."""
+
+
+def failure(exc: BaseException) -> str:
+    """The first cause of a failed start, on one line: Dask reports a worker that could not bind its
+    port as "Nanny failed to start", the ``OSError`` that says why is further down the chain."""
+    cause = exc
+    for _ in range(CAUSES_FOLLOWED):
+        deeper = cause.__cause__ or cause.__context__
+        if deeper is None:
+            break
+        cause = deeper
+    return " ".join(f"{type(cause).__name__}: {cause}".split())[:300]
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
@@ -65,19 +82,25 @@ def main() -> None:
             **PROFILING_OFF,
         }
     )
-    with LocalCluster(
-        n_workers=int(config["workers"]),
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=f"{int(config['memory_mb'])}MiB",
-        worker_port=str(config["worker_ports"]),
-        host="127.0.0.1",
-        protocol="tls://",
-        security=load_security(config["credentials"]),
-        scheduler_port=0,
-        dashboard_address="127.0.0.1:0",
-        silence_logs=logging.WARNING,
-    ) as cluster:
+    try:
+        cluster = LocalCluster(
+            n_workers=int(config["workers"]),
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=f"{int(config['memory_mb'])}MiB",
+            worker_port=str(config["worker_ports"]),
+            host="127.0.0.1",
+            protocol="tls://",
+            security=load_security(config["credentials"]),
+            scheduler_port=0,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.WARNING,
+        )
+    except Exception as exc:
+        address_out.write(f"error {failure(exc)}\n")
+        address_out.close()
+        raise SystemExit(1) from None
+    with cluster:
         address_out.write(cluster.scheduler_address + "\n")
         address_out.close()
         sys.stdin.read()

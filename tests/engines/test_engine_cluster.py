@@ -297,6 +297,60 @@ def test_the_embedded_clusters_workers_do_not_profile_their_tasks(workspace_dir:
         assert not [name for name in names if name.startswith("profile")], names
 
 
+@contextlib.contextmanager
+def _ports_taken(count: int) -> Iterator[str]:
+    """``count`` consecutive loopback ports held by listening sockets of this process, as ``FIRST:LAST``."""
+    import random
+    import socket
+
+    for _ in range(50):
+        first = random.randint(20000, 32000 - count)
+        held: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+        except OSError:
+            for sock in held:
+                sock.close()
+            continue
+        try:
+            yield f"{first}:{first + count - 1}"
+        finally:
+            for sock in held:
+                sock.close()
+        return
+    raise AssertionError("no free range of loopback ports")
+
+
+def test_a_cluster_whose_worker_ports_are_taken_says_so_and_tries_other_ports(
+    workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a start that failed at once (another program listening on the workers' range)
+    reported as "did not start within 120 s", with no cause: the error names the ports and Dask's
+    reason, and a second range is tried before the server gives up."""
+    from llmc_mcp.server import cluster as clusters
+
+    workers = os.cpu_count() or 1
+    chosen: list[str] = []
+    with _ports_taken(2 * workers + 8) as taken:
+
+        def taken_range(count: int) -> str:
+            chosen.append(taken)
+            return taken
+
+        monkeypatch.setattr(clusters, "embedded_worker_ports", taken_range)
+        with pytest.raises(clusters.ClusterUnavailable) as refused:
+            clusters.start_engine(Settings(workspace=workspace_dir, engine="dask", memory_mb=1024))
+    message = str(refused.value)
+    assert f"could not start (workers on ports {taken})" in message, message
+    assert "Could not start Worker" in message, message  # Dask's own reason, from the cluster's process
+    assert "within" not in message, message
+    assert len(chosen) == clusters.START_ATTEMPTS
+
+
 def test_a_stopped_worker_stops_the_start_check_within_its_bound(
     workspace_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
