@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.mcp_helpers import run_folders
+
 PROTOCOL_VERSION = "2025-06-18"
 
 
@@ -61,7 +63,12 @@ class RawServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **(env or {})},
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "HOME": os.environ.get("HOME", "/root"),
+                **run_folders(),
+                **(env or {}),
+            },
         )
         self.protocol = protocol
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
