@@ -132,3 +132,19 @@ def test_python_dash_m_ignores_modules_in_the_working_directory(tmp_path: Path) 
     assert out.returncode == 0, out.stderr[-2000:]
     assert not marker.exists(), f"a planted module ran: {marker.read_text()}"
     assert (tmp_path / "stubs" / "raster.py").is_file()
+
+
+def test_the_demos_server_keeps_its_state_where_the_user_said(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Guards against the demo's server writing its keys into ``~/.local/state`` although the user set
+    ``LLMC_MCP_STATE_DIR``: the MCP client passes the server it starts only HOME, PATH and a few more."""
+    from llmc_mcp.cli.demo import server_parameters
+    from llmc_mcp.state import STATE_DIR_ENV
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    env = server_parameters("code", tmp_path).env or {}
+    assert env[STATE_DIR_ENV] == str(tmp_path / "state")
+    assert env["XDG_STATE_HOME"] == str(tmp_path / "xdg")
+    assert env["LLMC_MCP_KERNEL_CACHE"] == "off"  # the demo routes no flow

@@ -460,10 +460,16 @@ def test_the_readme_has_a_python_block_for_every_python_client() -> None:
     assert sorted(map(client_of, readme_blocks("python"))) == sorted(PYTHON_CLIENTS.values())
 
 
+@pytest.fixture(scope="module")
+def readme_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home for the README blocks' servers: one kernel warm-up for the four, not one each."""
+    return tmp_path_factory.mktemp("readme-home")
+
+
 @pytest.mark.clients
 @pytest.mark.parametrize("client", sorted(PYTHON_CLIENTS.values()))
 def test_the_readme_python_block_lists_the_tools_with_its_client(
-    client: str, workspace_dir: Path, private_state_dir: Path
+    client: str, workspace_dir: Path, private_state_dir: Path, readme_home: Path
 ) -> None:
     """Guards against a pasted block that fails with the pinned client (a renamed class, a wrong
     keyword, a transport spelled the way another client spells it): each block runs, as written but
@@ -481,6 +487,9 @@ def test_the_readme_python_block_lists_the_tools_with_its_client(
     # `llmc-mcp` on PATH is this checkout's, as it is after the README's install command.
     env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
     env[STATE_DIR_ENV] = str(private_state_dir)
+    # The block starts the server as written, so the server gets only HOME, PATH and a few more: a
+    # home of the test's own keeps its state and kernel cache out of the user's.
+    env["HOME"] = str(readme_home)
     for block in blocks:
         code = block.replace(README_WORKSPACE, str(workspace_dir))
         ran = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=120)

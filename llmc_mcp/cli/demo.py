@@ -9,6 +9,7 @@ step costs in tokens.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from mcp.types import CallToolResult
 from llmc_mcp.reflection.examples import EXAMPLE_JUSTIFICATIONS
 from llmc_mcp.server.instructions import bootstrap_tokens
 from llmc_mcp.server.results import result_data
+from llmc_mcp.state import STATE_DIR_ENV
 from llmc_mcp.tokens import count_tokens
 
 SAMPLE = "RGB.byte.tif"
@@ -112,8 +114,11 @@ def server_parameters(mode: str, workspace: Path, allow_remote: str | None = Non
     args = ["-I", "-m", "llmc_mcp", "serve", "--mode", mode, "--workspace", str(workspace)]
     if allow_remote is not None:
         args += ["--allow-remote", allow_remote]
-    # The demo routes no flow: its server need not warm the routing kernels' cache (DD-MCP-100).
-    env = {"LLMC_MCP_KERNEL_CACHE": "off"}
+    # The client passes its server only HOME, PATH and a few more: where the user keeps the server's
+    # state is passed on. The demo routes no flow: its server need not warm the routing kernels'
+    # cache (DD-MCP-100).
+    env = {name: os.environ[name] for name in (STATE_DIR_ENV, "XDG_STATE_HOME") if name in os.environ}
+    env["LLMC_MCP_KERNEL_CACHE"] = "off"
     return StdioServerParameters(command=sys.executable, args=args, cwd=tempfile.gettempdir(), env=env)
 
 
